@@ -1,0 +1,46 @@
+# The README's commands. Every target installs what it needs into .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup lint typecheck imports unit control-plane test sandbox sandbox-down bench crds clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit -q
+
+# Build kube-apiserver, controller-manager, scheduler, etcd, Kueue and kwok from tools/ (cached by go.sum hash).
+control-plane: $(STAMP)
+	$(BIN)/gpustack-operator sandbox build
+
+# The test command: lint, then unit and integration tests (integration runs on a real local control plane).
+test: lint control-plane
+	$(BIN)/pytest -q
+
+sandbox: control-plane
+	$(BIN)/gpustack-operator sandbox up
+
+sandbox-down: $(STAMP)
+	$(BIN)/gpustack-operator sandbox down
+
+crds: $(STAMP)
+	$(BIN)/python scripts/gen_crds.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .sandbox

@@ -1,0 +1,78 @@
+"""Addresses of the kinds we touch: group, version, plural and scope, and the URL paths built from them.
+
+We work on plain JSON for every kind (core, our CRDs, Kueue v1beta2, NFD v1alpha1), so a kind is just where
+it lives on the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A served resource: `group` is "" for the core group."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
+SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
+SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+                namespaced=False)
+APISERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", namespaced=False)
+MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                             "MutatingWebhookConfiguration", namespaced=False)
+VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                               "ValidatingWebhookConfiguration", namespaced=False)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+EVENTS = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True)
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", namespaced=True)
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+RESOURCE_FLAVORS = Resource(KUEUE_GROUP, "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
+CLUSTER_QUEUES = Resource(KUEUE_GROUP, "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
+LOCAL_QUEUES = Resource(KUEUE_GROUP, "v1beta2", "localqueues", "LocalQueue", namespaced=True)
+WORKLOADS = Resource(KUEUE_GROUP, "v1beta2", "workloads", "Workload", namespaced=True)
+ADMISSION_CHECKS = Resource(KUEUE_GROUP, "v1beta2", "admissionchecks", "AdmissionCheck", namespaced=False)
+
+NODE_FEATURES = Resource("nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", "NodeFeature", namespaced=True)
+
+CORE_AND_EXTENSIONS: tuple[Resource, ...] = (
+    NAMESPACES, NODES, PODS, SERVICES, SECRETS, CONFIGMAPS, SERVICEACCOUNTS, CRDS, APISERVICES,
+    MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, LEASES, EVENTS, ROLEBINDINGS, RESOURCE_FLAVORS, CLUSTER_QUEUES,
+    LOCAL_QUEUES, WORKLOADS, ADMISSION_CHECKS, NODE_FEATURES,
+)
+
+
+def for_kind(api_version: str, kind: str) -> Resource:
+    """The Resource of a well-known apiVersion/kind (used to apply manifests read from files)."""
+    for res in CORE_AND_EXTENSIONS:
+        if res.api_version == api_version and res.kind == kind:
+            return res
+    raise KeyError(f"unknown kind {kind} in {api_version}")

@@ -1,0 +1,172 @@
+"""Build the control-plane binaries from the Go tool modules under tools/, cached by their go.sum.
+
+No registry ships kube-apiserver, Kueue or kwok for this machine, so we build them from their Go modules
+(see shared/guides/control-plane.md). A cold build takes tens of minutes on two cores, so binaries go into a
+cache directory keyed by the hash of every tool module's go.mod and go.sum: a changed pin rebuilds, an
+unchanged one costs nothing. Each component prints one progress line; the full `go` output goes to a log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+TOOLS_DIR = REPO_ROOT / "tools"
+CACHE_ROOT = Path(os.environ.get("GPUSTACK_SANDBOX_CACHE", Path.home() / ".cache" / "gpustack-operator"))
+
+
+@dataclass(frozen=True)
+class Component:
+    """One Go tool module and the binaries it yields (binary name -> Go package)."""
+
+    module: str
+    binaries: dict[str, str]
+    version_ldflags: tuple[str, ...] = ()
+    tags: str = ""
+    extra_ldflags: dict[str, str] = field(default_factory=dict)
+
+
+def _k8s_version_flags(version: str) -> tuple[str, ...]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags: list[str] = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {pkg}.gitVersion={version}", f"-X {pkg}.gitMajor={major}",
+                  f"-X {pkg}.gitMinor={minor}", f"-X {pkg}.gitTreeState=clean",
+                  f"-X {pkg}.gitCommit={'0' * 40}", f"-X {pkg}.buildDate=1970-01-01T00:00:00Z"]
+    return tuple(flags)
+
+
+K8S_VERSION = "v1.37.2"
+KUEUE_VERSION = "v0.17.0"
+KWOK_VERSION = "v0.8.0"
+NFD_VERSION = "v0.19.0"
+COMPONENTS: tuple[Component, ...] = (
+    Component("etcd", {"etcd": "go.etcd.io/etcd/server/v3"}),
+    Component("kwok", {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
+    Component(
+        "kueue", {"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+        version_ldflags=(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",
+                         f"-X sigs.k8s.io/kueue/pkg/version.GitCommit={'0' * 40}"),
+    ),
+    Component(
+        "k8s",
+        {"kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+         "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+         "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler"},
+        version_ldflags=_k8s_version_flags(K8S_VERSION),
+        tags="selinux,notest",
+    ),
+)
+BINARIES = tuple(name for c in COMPONENTS for name in c.binaries)
+
+
+class BuildError(RuntimeError):
+    """A component failed to build; the message names it and, when found, the module `go` could not get."""
+
+
+def cache_key(tools_dir: Path = TOOLS_DIR) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(tools_dir.glob("*/go.*")):
+        digest.update(path.relative_to(tools_dir).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def bin_dir(tools_dir: Path = TOOLS_DIR) -> Path:
+    return CACHE_ROOT / "control-plane" / cache_key(tools_dir) / "bin"
+
+
+def missing_binaries(directory: Path | None = None) -> list[str]:
+    directory = directory or bin_dir()
+    return [name for name in BINARIES if not (directory / name).is_file()]
+
+
+_MISSING_MODULE = re.compile(
+    r"(?:missing go\.sum entry for module providing package|module ([^\s:]+)(?:@\S+)?: "
+    r"(?:reading|not found|unknown revision|invalid version))\s*(\S*)"
+)
+
+
+def missing_module(log_text: str) -> str | None:
+    """The module `go` could not get, read from its output, or None."""
+    for line in log_text.splitlines():
+        match = _MISSING_MODULE.search(line)
+        if match:
+            return match.group(1) or match.group(2) or line.strip()
+        if "no required module provides package" in line or "cannot find module providing" in line:
+            return line.strip()
+    return None
+
+
+def go_env() -> dict[str, str]:
+    return dict(os.environ, GOTOOLCHAIN="local", CGO_ENABLED="0", GOFLAGS="-mod=mod")
+
+
+def build_component(component: Component, out_dir: Path, log: Path) -> None:
+    """Build every binary of one component into out_dir (atomically renamed into place)."""
+    module_dir = TOOLS_DIR / component.module
+    ldflags = " ".join(("-s", "-w", *component.version_ldflags))
+    for binary, package in component.binaries.items():
+        tmp = out_dir / f".{binary}.tmp"
+        cmd = ["go", "build", "-trimpath", f"-ldflags={ldflags}", "-o", str(tmp)]
+        if component.tags:
+            cmd.append(f"-tags={component.tags}")
+        cmd.append(package)
+        with log.open("a") as sink:
+            sink.write(f"$ (cd {module_dir} && {' '.join(cmd)})\n")
+            sink.flush()
+            result = subprocess.run(cmd, cwd=module_dir, env=go_env(), stdout=sink, stderr=subprocess.STDOUT,
+                                    check=False)
+        if result.returncode != 0:
+            text = log.read_text(errors="replace")
+            module = missing_module(text)
+            hint = f"; missing module: {module}" if module else ""
+            raise BuildError(f"building {component.module}/{binary} failed (exit {result.returncode}){hint}; "
+                             f"full log: {log}")
+        tmp.rename(out_dir / binary)
+
+
+def build_all(progress: Callable[[str], None] = print, force: bool = False) -> Path:
+    """Build what is missing from the cache and return the directory holding all binaries."""
+    out_dir = bin_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log = out_dir.parent / "build.log"
+    started = time.monotonic()
+    for component in COMPONENTS:
+        names = list(component.binaries)
+        if not force and all((out_dir / n).is_file() for n in names):
+            progress(f"[build] {component.module:<6} cached ({', '.join(names)})")
+            continue
+        t0 = time.monotonic()
+        progress(f"[build] {component.module:<6} building {', '.join(names)} ... (log: {log})")
+        build_component(component, out_dir, log)
+        progress(f"[build] {component.module:<6} done in {time.monotonic() - t0:.0f}s")
+    progress(f"[build] all binaries in {out_dir} ({time.monotonic() - started:.0f}s)")
+    return out_dir
+
+
+def module_source(module_path: str, version: str) -> Path:
+    """The unpacked source of module_path@version in the Go module cache, downloaded if needed.
+
+    Manifests (Kueue's CRDs and webhooks, kwok's stages, NFD's CRDs) are read from here at run time rather
+    than copied into this repository.
+    """
+    CACHE_ROOT.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(["go", "mod", "download", "-json", f"{module_path}@{version}"], cwd=CACHE_ROOT,
+                            env=go_env(), capture_output=True, text=True, check=False)
+    try:
+        info = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        info = {}
+    if result.returncode != 0 or not info.get("Dir"):
+        raise BuildError(f"module {module_path}@{version} could not be downloaded: "
+                         f"{info.get('Error') or result.stderr.strip()}")
+    return Path(info["Dir"])

@@ -1,0 +1,274 @@
+"""Bring a whole local control plane up, report its health, and take it down again by PID.
+
+Order matters (shared/guides/control-plane.md): etcd, then kube-apiserver; CRDs before the controllers that
+watch them; kwok's nodes before anything schedules; Kueue's namespace, cert Secret, route and webhook
+configurations before Kueue starts, because its cert rotator blocks until it can inject its CA into them.
+The state file remembers every PID and port, so `down` in another shell stops exactly what `up` started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpustack_operator.kube import errors, resources
+from gpustack_operator.kube.client import Client, connect
+from gpustack_operator.sandbox import build, components, health, inventory, kueue, kwok, process
+from gpustack_operator.sandbox.pki import ClusterPKI, generate, write_kubeconfig
+
+log = logging.getLogger(__name__)
+STATE_FILE = "state.json"
+NFD_CRDS = "deployment/base/nfd-crds/nfd-api-crds.yaml"
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be started or is in an unexpected state."""
+
+
+@dataclass
+class State:
+    """What `up` started: PIDs in start order, ports, and the kubeconfig to use."""
+
+    run_dir: str
+    kubeconfig: str
+    ports: dict[str, int]
+    pids: dict[str, int] = field(default_factory=dict)
+    started_at: float = field(default_factory=time.time)
+
+    def save(self) -> None:
+        (Path(self.run_dir) / STATE_FILE).write_text(json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def load(cls, run_dir: Path) -> State | None:
+        path = run_dir / STATE_FILE
+        if not path.exists():
+            return None
+        return cls(**json.loads(path.read_text()))
+
+
+def _allocate_ports() -> components.Ports:
+    names = components.Ports.__dataclass_fields__
+    taken: set[int] = set()
+    chosen: dict[str, int] = {}
+    for name in names:
+        port = process.free_port()
+        while port in taken:
+            port = process.free_port()
+        taken.add(port)
+        chosen[name] = port
+    return components.Ports(**chosen)
+
+
+class Sandbox:
+    """A local cluster in run_dir, built from the cached control-plane binaries."""
+
+    def __init__(self, run_dir: Path, *, inventory_file: Path = inventory.DEFAULT_INVENTORY,
+                 bin_dir: Path | None = None, progress: Callable[[str], None] = print) -> None:
+        self.run_dir = run_dir.resolve()
+        self.inventory_file = inventory_file
+        self.bin_dir = bin_dir or build.bin_dir()
+        self.progress = progress
+        self.certs = ClusterPKI(self.run_dir / "pki")
+        self.kubeconfig = self.run_dir / "kubeconfig"
+        self.state: State | None = State.load(self.run_dir)
+
+    # ---- helpers -------------------------------------------------------------------------------------------
+    def _binary(self, name: str) -> Path:
+        path = self.bin_dir / name
+        if not path.is_file():
+            raise SandboxError(f"{path} is missing: run `gpustack-operator sandbox build` (or make control-plane)")
+        return path
+
+    def _start(self, name: str, argv: list[str]) -> process.Started:
+        assert self.state is not None
+        started = process.spawn(name, argv, self.run_dir / "logs")
+        self.state.pids[name] = started.pid
+        self.state.save()
+        return started
+
+    def probes(self, ports: components.Ports) -> dict[str, health.Probe]:
+        admin = (self.certs.admin_crt, self.certs.admin_key)
+        return {
+            "etcd": health.Probe(f"http://127.0.0.1:{ports.etcd}/health"),
+            "kube-apiserver": health.Probe(f"https://127.0.0.1:{ports.apiserver}/readyz", self.certs.ca_crt, admin),
+            "kube-controller-manager": health.Probe(f"https://127.0.0.1:{ports.controller_manager}/healthz"),
+            "kube-scheduler": health.Probe(f"https://127.0.0.1:{ports.scheduler}/readyz"),
+            "kwok": health.Probe(f"http://127.0.0.1:{ports.kwok}/healthz"),
+            "kueue": health.Probe(f"http://127.0.0.1:{ports.kueue_health}/readyz"),
+        }
+
+    async def _launch(self, name: str, argv: list[str], probe: health.Probe, timeout: float = 120.0) -> None:
+        t0 = time.monotonic()
+        started = self._start(name, argv)
+        await health.wait_ready(name, probe, started, timeout)
+        self.progress(f"[sandbox] {name:<24} ready in {time.monotonic() - t0:4.1f}s (pid {started.pid})")
+
+    # ---- up ------------------------------------------------------------------------------------------------
+    async def up(self) -> State:
+        """Start every component and wait until all are ready; stops what it started if anything fails."""
+        if self.state and any(process.alive(pid) for pid in self.state.pids.values()):
+            raise SandboxError(f"a sandbox is already running in {self.run_dir}; run `sandbox down` first")
+        missing = build.missing_binaries(self.bin_dir)
+        if missing:
+            raise SandboxError(f"binaries missing in {self.bin_dir}: {', '.join(missing)}; "
+                               "run `gpustack-operator sandbox build`")
+        t0 = time.monotonic()
+        for sub in ("etcd", "logs", "kueue-certs", "apiserver-certs", "kcm-certs", "scheduler-certs"):
+            shutil.rmtree(self.run_dir / sub, ignore_errors=True)
+            (self.run_dir / sub).mkdir(parents=True)
+        generate(self.certs.directory)
+        ports = _allocate_ports()
+        self.state = State(str(self.run_dir), str(self.kubeconfig), asdict(ports))
+        self.state.save()
+        try:
+            await self._up(ports)
+        except BaseException:
+            await self.down()
+            raise
+        self.progress(f"[sandbox] all components ready in {time.monotonic() - t0:.1f}s")
+        return self.state
+
+    async def _up(self, ports: components.Ports) -> None:
+        probes = self.probes(ports)
+        kueue_mod = build.module_source("sigs.k8s.io/kueue", build.KUEUE_VERSION)
+        kwok_mod = build.module_source("sigs.k8s.io/kwok", build.KWOK_VERSION)
+        nfd_mod = build.module_source("sigs.k8s.io/node-feature-discovery", build.NFD_VERSION)
+        await self._launch("etcd", components.etcd(self._binary("etcd"), self.run_dir / "etcd", ports),
+                           probes["etcd"])
+        await self._launch("kube-apiserver", components.apiserver(
+            self._binary("kube-apiserver"), self.certs, ports, self.run_dir / "apiserver-certs"),
+            probes["kube-apiserver"])
+        write_kubeconfig(self.kubeconfig, f"https://127.0.0.1:{ports.apiserver}", self.certs)
+        (self.run_dir / "kwok.yaml").write_text(kwok.configuration(kwok_mod))
+        client = await connect(self.kubeconfig)
+        try:
+            crds = kueue.crds(kueue_mod, ports.kueue_webhook) + [
+                d for d in yaml.safe_load_all((nfd_mod / NFD_CRDS).read_text()) if d]
+            await asyncio.gather(*(client.apply(resources.CRDS, crd) for crd in crds))
+            await asyncio.gather(
+                self._launch("kube-controller-manager", components.controller_manager(
+                    self._binary("kube-controller-manager"), self.certs, self.kubeconfig, ports,
+                    self.run_dir / "kcm-certs"), probes["kube-controller-manager"]),
+                self._launch("kube-scheduler", components.scheduler(
+                    self._binary("kube-scheduler"), self.kubeconfig, ports, self.run_dir / "scheduler-certs"),
+                    probes["kube-scheduler"]),
+                self._launch("kwok", components.kwok(self._binary("kwok"), self.kubeconfig,
+                                                      self.run_dir / "kwok.yaml", ports), probes["kwok"]),
+                self._wait_established(client, [c["metadata"]["name"] for c in crds]),
+                self._install_kueue_prerequisites(client, kueue_mod, ports),
+            )
+            (self.run_dir / "kueue.yaml").write_text(yaml.safe_dump(kueue.configuration(
+                ports.kueue_webhook, ports.kueue_health, self.run_dir / "kueue-certs")))
+            await asyncio.gather(
+                self._launch("kueue", components.kueue(self._binary("kueue"), self.kubeconfig,
+                                                        self.run_dir / "kueue.yaml"), probes["kueue"]),
+                self._create_nodes(client),
+            )
+            await self._wait_kueue_webhook(client)
+        finally:
+            await client.close()
+
+    async def _wait_established(self, client: Client, names: list[str], timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        pending = set(names)
+        while pending and time.monotonic() < deadline:
+            for name in sorted(pending):
+                crd = await client.get(resources.CRDS, name)
+                conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+                if conds.get("Established") == "True":
+                    pending.discard(name)
+            if pending:
+                await asyncio.sleep(0.2)
+        if pending:
+            raise SandboxError(f"CRDs not Established after {timeout:.0f}s: {sorted(pending)}")
+
+    async def _install_kueue_prerequisites(self, client: Client, module: Path, ports: components.Ports) -> None:
+        for obj in kueue.support_objects() + kueue.webhook_configurations(module, ports.kueue_webhook):
+            await client.apply(resources.for_kind(obj["apiVersion"], obj["kind"]), obj)
+
+    async def _create_nodes(self, client: Client, timeout: float = 90.0) -> None:
+        t0 = time.monotonic()
+        nodes = inventory.load(self.inventory_file)
+        for node in nodes:
+            manifest = inventory.node_manifest(node)
+            try:
+                await client.create(resources.NODES, manifest)
+            except errors.AlreadyExists:
+                await client.patch(resources.NODES, node.name, {"status": manifest["status"]},
+                                   subresource="status")
+        pending = {n.name for n in nodes}
+        while pending and time.monotonic() - t0 < timeout:
+            for node_obj in await client.list(resources.NODES, label_selector="type=kwok"):
+                if _node_schedulable(node_obj):
+                    pending.discard(node_obj["metadata"]["name"])
+            if pending:
+                await asyncio.sleep(0.3)
+        if pending:
+            raise SandboxError(f"kwok nodes not Ready and untainted after {timeout:.0f}s: {sorted(pending)}")
+        self.progress(f"[sandbox] {len(nodes)} kwok nodes Ready in {time.monotonic() - t0:4.1f}s")
+
+    async def _wait_kueue_webhook(self, client: Client, timeout: float = 60.0) -> None:
+        """Prove Kueue's pod webhook answers: a dry-run queued Pod comes back with Kueue's scheduling gate."""
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"generateName": "probe-", "namespace": "default",
+                            "labels": {"kueue.x-k8s.io/queue-name": "sandbox-probe"}},
+               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                created = await client.create(resources.PODS, pod, dry_run=True)
+                gates = [g["name"] for g in created["spec"].get("schedulingGates", [])]
+                if "kueue.x-k8s.io/admission" in gates:
+                    return
+                last = f"no Kueue scheduling gate (gates: {gates})"
+            except errors.KubeError as err:
+                last = str(err)
+            await asyncio.sleep(0.3)
+        raise SandboxError(f"Kueue's pod webhook is not answering: {last}")
+
+    # ---- down / status -------------------------------------------------------------------------------------
+    async def down(self) -> list[str]:
+        """Stop every process the state file names, newest first; returns what was stopped."""
+        state = self.state or State.load(self.run_dir)
+        if state is None:
+            return []
+        stopped: list[str] = []
+        for name, pid in reversed(list(state.pids.items())):
+            if process.alive(pid):
+                killed = await asyncio.to_thread(process.stop, pid)
+                stopped.append(f"{name} (pid {pid}{', killed' if killed else ''})")
+        (self.run_dir / STATE_FILE).unlink(missing_ok=True)
+        shutil.rmtree(self.run_dir / "etcd", ignore_errors=True)
+        self.state = None
+        return stopped
+
+    async def status(self) -> dict[str, tuple[bool, str]]:
+        """Per component: (healthy, detail)."""
+        state = self.state or State.load(self.run_dir)
+        if state is None:
+            return {}
+        probes = self.probes(components.Ports(**state.ports))
+        out: dict[str, tuple[bool, str]] = {}
+        for name, pid in state.pids.items():
+            if not process.alive(pid):
+                out[name] = (False, f"pid {pid} is not running")
+                continue
+            ok, answer = await health.check(probes[name])
+            out[name] = (ok, f"pid {pid}: {answer}")
+        return out
+
+
+def _node_schedulable(node: dict[str, Any]) -> bool:
+    conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+    taints = [t["key"] for t in node.get("spec", {}).get("taints", []) or []]
+    return conds.get("Ready") == "True" and "node.kubernetes.io/not-ready" not in taints

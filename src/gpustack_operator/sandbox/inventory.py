@@ -1,0 +1,139 @@
+"""Fake nodes from an inventory file: what a cluster admin would see on real hardware, without the hardware.
+
+Each inventory node becomes a kwok-managed Node with the capacity a kubelet would report and the labels and
+annotations NFD would publish for its CPU and PCI devices (contract 5.3), so the rest of the operator sees
+the same inputs as on a real cluster. The same file drives the simulated device backend later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpustack_operator.nodefeature import manufacturers
+from gpustack_operator.sandbox.kwok import MANAGED_ANNOTATION
+
+DEFAULT_INVENTORY = Path(__file__).with_name("inventory.yaml")
+NFD = "feature.node.kubernetes.io/"
+CPU_ANNOTATION = "feature.gpustack.ai/cpu-"
+
+
+class InventoryError(ValueError):
+    """The inventory file is malformed; the message names the node and field."""
+
+
+@dataclass(frozen=True)
+class CPU:
+    vendor: str
+    model: str
+    family: str
+    id: str
+    cores: int
+    threads_per_core: int = 2
+
+
+@dataclass(frozen=True)
+class GPU:
+    manufacturer: str
+    product: str
+    count: int
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class InventoryNode:
+    name: str
+    cpu: CPU
+    memory: str
+    os: str = "linux"
+    arch: str = "amd64"
+    gpus: tuple[GPU, ...] = field(default_factory=tuple)
+
+
+def _require(doc: dict[str, Any], key: str, where: str) -> Any:
+    if key not in doc or doc[key] in (None, ""):
+        raise InventoryError(f"{where}.{key}: required")
+    return doc[key]
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InventoryError(f"{where}: must be a positive integer, got {value!r}")
+    return value
+
+
+def _parse_gpu(doc: dict[str, Any], where: str) -> GPU:
+    mfr = str(_require(doc, "manufacturer", where)).lower()
+    if not manufacturers.is_known_manufacturer(mfr):
+        raise InventoryError(f"{where}.manufacturer: unknown manufacturer {mfr!r} "
+                             f"(known: {', '.join(manufacturers.known_manufacturers())})")
+    return GPU(mfr, str(_require(doc, "product", where)),
+               _positive_int(_require(doc, "count", where), f"{where}.count"),
+               _positive_int(_require(doc, "memoryMiB", where), f"{where}.memoryMiB"))
+
+
+def _parse_node(doc: dict[str, Any], index: int) -> InventoryNode:
+    where = f"nodes[{index}]"
+    name = str(_require(doc, "name", where))
+    where = f"nodes[{index}] ({name})"
+    cpu_doc = _require(doc, "cpu", where)
+    cpu = CPU(vendor=str(cpu_doc.get("vendor", "")), model=str(cpu_doc.get("model", "")),
+              family=str(cpu_doc.get("family", "")), id=str(cpu_doc.get("id", "")),
+              cores=_positive_int(_require(cpu_doc, "cores", f"{where}.cpu"), f"{where}.cpu.cores"),
+              threads_per_core=_positive_int(cpu_doc.get("threadsPerCore", 2), f"{where}.cpu.threadsPerCore"))
+    gpus = tuple(_parse_gpu(g, f"{where}.gpus[{i}]") for i, g in enumerate(doc.get("gpus") or []))
+    return InventoryNode(name=name, cpu=cpu, memory=str(doc.get("memory", "256Gi")),
+                         os=str(doc.get("os", "linux")), arch=str(doc.get("arch", "amd64")), gpus=gpus)
+
+
+def load(path: Path = DEFAULT_INVENTORY) -> list[InventoryNode]:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise InventoryError(f"cannot read inventory {path}: {exc}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
+        raise InventoryError(f"{path}: expected a mapping with a 'nodes' list")
+    nodes = [_parse_node(n, i) for i, n in enumerate(doc["nodes"])]
+    names = [n.name for n in nodes]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InventoryError(f"{path}: duplicate node names {duplicates}")
+    return nodes
+
+
+def node_manifest(node: InventoryNode) -> dict[str, Any]:
+    """The Node object (with status) a kubelet plus NFD would produce for this inventory node."""
+    labels = {
+        "kubernetes.io/hostname": node.name, "kubernetes.io/os": node.os, "kubernetes.io/arch": node.arch,
+        "type": "kwok",
+        f"{NFD}cpu-model.vendor_id": node.cpu.vendor,
+        f"{NFD}cpu-model.family": node.cpu.family,
+        f"{NFD}cpu-model.id": node.cpu.id,
+    }
+    labels = {k: v for k, v in labels.items() if v}
+    threads = node.cpu.cores * node.cpu.threads_per_core
+    annotations = {MANAGED_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}
+    if node.cpu.model:
+        annotations.update({
+            f"{CPU_ANNOTATION}name": node.cpu.model, f"{CPU_ANNOTATION}family": node.cpu.family,
+            f"{CPU_ANNOTATION}physical-cores": str(node.cpu.cores),
+            f"{CPU_ANNOTATION}threads-per-core": str(node.cpu.threads_per_core),
+            f"{CPU_ANNOTATION}logical-cores": str(threads),
+        })
+    capacity = {"cpu": str(threads), "memory": node.memory, "pods": "110", "ephemeral-storage": "1Ti"}
+    known = manufacturers.manufacturers()
+    for gpu in node.gpus:
+        info = known[gpu.manufacturer]
+        labels[f"{NFD}pci-{info.pci_vendor_id}.present"] = "true"
+        capacity[info.resource_name] = str(int(capacity.get(info.resource_name, "0")) + gpu.count)
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": node.name, "labels": labels, "annotations": annotations},
+        "spec": {},
+        "status": {"capacity": capacity, "allocatable": dict(capacity),
+                   "nodeInfo": {"architecture": node.arch, "operatingSystem": node.os,
+                                "kubeletVersion": "fake", "kubeProxyVersion": "fake"}},
+    }

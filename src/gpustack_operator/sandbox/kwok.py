@@ -1,0 +1,55 @@
+"""kwok's configuration: which stages animate the fake nodes and pods.
+
+kwok takes the stock "fast" node and pod stages from its own module, heartbeats nodes through Leases (so the
+node-lifecycle controller sees them alive), and one stage of ours that finishes a plain Pod on request: the
+stock completion stage only handles Job-owned pods, and tests need to free Kueue quota held by a Pod.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MANAGED_ANNOTATION = "kwok.x-k8s.io/node"
+# Set this annotation to "true" on a Running pod to make it Succeed (frees its Kueue quota).
+COMPLETE_ANNOTATION = "sandbox.gpustack.ai/complete"
+STAGE_FILES = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-complete.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+)
+
+
+def _complete_on_request() -> dict[str, Any]:
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": "pod-complete-on-request"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {"matchExpressions": [
+                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                {"key": f'.metadata.annotations["{COMPLETE_ANNOTATION}"]', "operator": "In",
+                 "values": ["true"]},
+            ]},
+            "next": {"statusTemplate": "phase: Succeeded\n"},
+        },
+    }
+
+
+def configuration(module: Path, node_lease_seconds: int = 40) -> str:
+    """The multi-document YAML kwok reads with --config."""
+    docs: list[Any] = [{
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        "options": {"nodeLeaseDurationSeconds": node_lease_seconds},
+    }]
+    for rel in STAGE_FILES:
+        docs.extend(d for d in yaml.safe_load_all((module / rel).read_text()) if d)
+    docs.append(_complete_on_request())
+    return yaml.safe_dump_all(docs, sort_keys=False)

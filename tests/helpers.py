@@ -1,0 +1,28 @@
+"""Shared test helpers: poll for a condition instead of sleeping."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float = 60.0,
+                     interval: float = 0.25, what: str = "condition") -> T:
+    """Await probe() until it returns something truthy; fail with the last answer after timeout."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            value = await probe()
+        except AssertionError as exc:
+            last = exc
+            value = None
+        if value:
+            return value
+        last = value if last is None or value is not None else last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"{what} not reached within {timeout:.0f}s (last: {last!r})")
