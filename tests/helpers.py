@@ -10,8 +10,13 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float = 60.0,
-                     interval: float = 0.25, what: str = "condition") -> T:
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]],
+    *,
+    timeout: float = 60.0,
+    interval: float = 0.25,
+    what: str = "condition",
+) -> T:
     """Await probe() until it returns something truthy; fail with the last answer after timeout."""
     deadline = time.monotonic() + timeout
     last: object = None

@@ -14,32 +14,65 @@ GATE = "kueue.x-k8s.io/admission"
 
 def gpu_pod(name: str, namespace: str, queue: str, gpus: int) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": queue}},
-        "spec": {"containers": [{"name": "main", "image": "busybox",
-                                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
-                 "tolerations": [{"operator": "Exists"}]},
+        "spec": {
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+            ],
+            "tolerations": [{"operator": "Exists"}],
+        },
     }
 
 
 async def test_pod_is_gated_then_admitted_bound_and_running_and_overflow_stays_gated(
-        kube: Client, namespace: str) -> None:
+    kube: Client, namespace: str
+) -> None:
     suffix = uuid.uuid4().hex[:6]
     flavor, cq, lq = f"a10-{suffix}", f"cq-{suffix}", "gpus"
     first = await kube.create(resources.PODS, gpu_pod("first", namespace, lq, 4))
-    assert GATE in [g["name"] for g in first["spec"]["schedulingGates"]], "Kueue's webhook did not gate the Pod"
+    assert GATE in [g["name"] for g in first["spec"]["schedulingGates"]], (
+        "Kueue's webhook did not gate the Pod"
+    )
 
-    await kube.create(resources.RESOURCE_FLAVORS, {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor},
-        "spec": {"nodeLabels": {"kubernetes.io/hostname": "a10-0"}}})
-    await kube.create(resources.CLUSTER_QUEUES, {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cq},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{
-            "coveredResources": ["nvidia.com/gpu"],
-            "flavors": [{"name": flavor, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]}]}]}})
-    await kube.create(resources.LOCAL_QUEUES, {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-        "metadata": {"name": lq, "namespace": namespace}, "spec": {"clusterQueue": cq}})
+    await kube.create(
+        resources.RESOURCE_FLAVORS,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": flavor},
+            "spec": {"nodeLabels": {"kubernetes.io/hostname": "a10-0"}},
+        },
+    )
+    await kube.create(
+        resources.CLUSTER_QUEUES,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": cq},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [
+                            {"name": flavor, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]}
+                        ],
+                    }
+                ],
+            },
+        },
+    )
+    await kube.create(
+        resources.LOCAL_QUEUES,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": lq, "namespace": namespace},
+            "spec": {"clusterQueue": cq},
+        },
+    )
 
     async def running() -> dict[str, Any] | None:
         pod = await kube.get(resources.PODS, "first", namespace)

@@ -12,8 +12,9 @@ from tests.helpers import eventually
 async def test_deleting_a_namespace_with_content_completes(kube: Client) -> None:
     name = f"doomed-{uuid.uuid4().hex[:6]}"
     await kube.create(resources.NAMESPACES, {"metadata": {"name": name}})
-    await kube.create(resources.CONFIGMAPS, {"metadata": {"name": "data", "namespace": name},
-                                             "data": {"k": "v"}})
+    await kube.create(
+        resources.CONFIGMAPS, {"metadata": {"name": "data", "namespace": name}, "data": {"k": "v"}}
+    )
     await kube.delete(resources.NAMESPACES, name)
 
     async def gone() -> bool:
@@ -24,10 +25,23 @@ async def test_deleting_a_namespace_with_content_completes(kube: Client) -> None
 
 async def test_garbage_collector_deletes_dependents(kube: Client, namespace: str) -> None:
     owner = await kube.create(resources.CONFIGMAPS, {"metadata": {"name": "owner", "namespace": namespace}})
-    await kube.create(resources.CONFIGMAPS, {"metadata": {
-        "name": "dependent", "namespace": namespace,
-        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
-                             "uid": owner["metadata"]["uid"]}]}})
+    await kube.create(
+        resources.CONFIGMAPS,
+        {
+            "metadata": {
+                "name": "dependent",
+                "namespace": namespace,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "name": "owner",
+                        "uid": owner["metadata"]["uid"],
+                    }
+                ],
+            }
+        },
+    )
     await kube.delete(resources.CONFIGMAPS, "owner", namespace)
 
     async def dependent_gone() -> bool:

@@ -25,7 +25,7 @@ GROUP, VERSION = "sandbox-test.gpustack.ai", "v1alpha1"
 
 
 @dataclass
-class TestServer:
+class HookServer:
     port: int
     ca_pem: bytes
     seen_users: list[str] = field(default_factory=list)
@@ -42,7 +42,7 @@ def _review_response(review: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def server(sandbox: Sandbox, namespace: str) -> AsyncIterator[TestServer]:
+async def server(sandbox: Sandbox, namespace: str) -> AsyncIterator[HookServer]:
     ca = pki.new_ca("sandbox-test-ca")
     leaf = pki.issue(ca, "test-hooks", hosts=pki.service_hosts("test-hooks", namespace), server=True)
     tls_dir = sandbox.run_dir / f"test-hooks-{namespace}"
@@ -51,15 +51,28 @@ async def server(sandbox: Sandbox, namespace: str) -> AsyncIterator[TestServer]:
     ctx.load_cert_chain(str(crt), str(key))
     ctx.load_verify_locations(cafile=str(sandbox.certs.front_proxy_ca_crt))
     ctx.verify_mode = ssl.CERT_OPTIONAL
-    state = TestServer(port=free_port(), ca_pem=ca.cert_pem)
+    state = HookServer(port=free_port(), ca_pem=ca.cert_pem)
 
     async def validate(request: web.Request) -> web.Response:
         return web.json_response(_review_response(await request.json()))
 
     async def discovery(request: web.Request) -> web.Response:
-        return web.json_response({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{VERSION}",
-                                  "resources": [{"name": "widgets", "singularName": "widget", "namespaced": False,
-                                                 "kind": "Widget", "verbs": ["get", "list"]}]})
+        return web.json_response(
+            {
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": f"{GROUP}/{VERSION}",
+                "resources": [
+                    {
+                        "name": "widgets",
+                        "singularName": "widget",
+                        "namespaced": False,
+                        "kind": "Widget",
+                        "verbs": ["get", "list"],
+                    }
+                ],
+            }
+        )
 
     async def widgets(request: web.Request) -> web.Response:
         user = request.headers.get("X-Remote-User", "")
@@ -67,8 +80,14 @@ async def server(sandbox: Sandbox, namespace: str) -> AsyncIterator[TestServer]:
         cn = dict(x[0] for x in peer["subject"]).get("commonName", "") if peer else ""
         state.seen_users.append(user)
         state.seen_client_cns.append(cn)
-        return web.json_response({"kind": "WidgetList", "apiVersion": f"{GROUP}/{VERSION}",
-                                  "metadata": {}, "items": [{"metadata": {"name": f"seen-by-{user}"}}]})
+        return web.json_response(
+            {
+                "kind": "WidgetList",
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "metadata": {},
+                "items": [{"metadata": {"name": f"seen-by-{user}"}}],
+            }
+        )
 
     app = web.Application()
     app.router.add_post("/validate", validate)
@@ -84,24 +103,58 @@ async def server(sandbox: Sandbox, namespace: str) -> AsyncIterator[TestServer]:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def routed(kube: Client, namespace: str, server: TestServer) -> AsyncIterator[TestServer]:
+async def routed(kube: Client, namespace: str, server: HookServer) -> AsyncIterator[HookServer]:
     """ExternalName Service, webhook configuration and APIService pointing at the test server."""
     suffix = uuid.uuid4().hex[:6]
     hook_name, apiservice_name = f"sandbox-test-{suffix}", f"{VERSION}.{GROUP}"
     ca_bundle = base64.b64encode(server.ca_pem).decode()
     service = {"name": "test-hooks", "namespace": namespace, "port": server.port}
-    await kube.create(resources.SERVICES, {"metadata": {"name": "test-hooks", "namespace": namespace},
-                                           "spec": {"type": "ExternalName", "externalName": "localhost"}})
-    await kube.create(resources.VALIDATING_WEBHOOKS, {"metadata": {"name": hook_name}, "webhooks": [{
-        "name": "deny.sandbox-test.gpustack.ai", "admissionReviewVersions": ["v1"], "sideEffects": "None",
-        "failurePolicy": "Fail", "timeoutSeconds": 10,
-        "clientConfig": {"service": dict(service, path="/validate"), "caBundle": ca_bundle},
-        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                   "resources": ["configmaps"]}],
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}]})
-    await kube.create(resources.APISERVICES, {"metadata": {"name": apiservice_name}, "spec": {
-        "group": GROUP, "version": VERSION, "service": service, "caBundle": ca_bundle,
-        "groupPriorityMinimum": 1000, "versionPriority": 15}})
+    await kube.create(
+        resources.SERVICES,
+        {
+            "metadata": {"name": "test-hooks", "namespace": namespace},
+            "spec": {"type": "ExternalName", "externalName": "localhost"},
+        },
+    )
+    await kube.create(
+        resources.VALIDATING_WEBHOOKS,
+        {
+            "metadata": {"name": hook_name},
+            "webhooks": [
+                {
+                    "name": "deny.sandbox-test.gpustack.ai",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "failurePolicy": "Fail",
+                    "timeoutSeconds": 10,
+                    "clientConfig": {"service": dict(service, path="/validate"), "caBundle": ca_bundle},
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["configmaps"],
+                        }
+                    ],
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                }
+            ],
+        },
+    )
+    await kube.create(
+        resources.APISERVICES,
+        {
+            "metadata": {"name": apiservice_name},
+            "spec": {
+                "group": GROUP,
+                "version": VERSION,
+                "service": service,
+                "caBundle": ca_bundle,
+                "groupPriorityMinimum": 1000,
+                "versionPriority": 15,
+            },
+        },
+    )
     try:
         yield server
     finally:
@@ -109,24 +162,30 @@ async def routed(kube: Client, namespace: str, server: TestServer) -> AsyncItera
         await kube.delete(resources.VALIDATING_WEBHOOKS, hook_name)
 
 
-async def test_apiserver_calls_admission_webhook_on_localhost(kube: Client, namespace: str,
-                                                              routed: TestServer) -> None:
+async def test_apiserver_calls_admission_webhook_on_localhost(
+    kube: Client, namespace: str, routed: HookServer
+) -> None:
     await kube.create(resources.CONFIGMAPS, {"metadata": {"name": "allowed", "namespace": namespace}})
     with pytest.raises(errors.KubeError) as refused:
-        await kube.create(resources.CONFIGMAPS, {"metadata": {"name": "refused", "namespace": namespace,
-                                                              "labels": {"deny": "true"}}})
+        await kube.create(
+            resources.CONFIGMAPS,
+            {"metadata": {"name": "refused", "namespace": namespace, "labels": {"deny": "true"}}},
+        )
     assert "denied by the sandbox test webhook" in str(refused.value)
     assert await kube.get_or_none(resources.CONFIGMAPS, "refused", namespace) is None
 
 
-async def test_apiserver_proxies_apiservice_with_front_proxy_identity(kube: Client, routed: TestServer) -> None:
+async def test_apiserver_proxies_apiservice_with_front_proxy_identity(
+    kube: Client, routed: HookServer
+) -> None:
     async def available() -> bool:
         svc = await kube.get(resources.APISERVICES, f"{VERSION}.{GROUP}")
         conds = {c["type"]: c["status"] for c in svc.get("status", {}).get("conditions", [])}
         return conds.get("Available") == "True"
 
     await eventually(available, timeout=60, what="APIService Available")
-    listing = await eventually(lambda: kube.request("GET", f"/apis/{GROUP}/{VERSION}/widgets"), timeout=30,
-                               what="proxied list")
+    listing = await eventually(
+        lambda: kube.request("GET", f"/apis/{GROUP}/{VERSION}/widgets"), timeout=30, what="proxied list"
+    )
     assert listing["items"][0]["metadata"]["name"] == "seen-by-kubernetes-admin"
     assert routed.seen_client_cns[-1] == "front-proxy-client"

@@ -62,8 +62,9 @@ def _san(hosts: Iterable[str]) -> x509.SubjectAlternativeName:
     return x509.SubjectAlternativeName(entries)
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey,
-             validity: dt.timedelta) -> x509.CertificateBuilder:
+def _builder(
+    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, validity: dt.timedelta
+) -> x509.CertificateBuilder:
     now = dt.datetime.now(dt.UTC)
     return (
         x509.CertificateBuilder()
@@ -88,9 +89,17 @@ def new_ca(common_name: str, validity: dt.timedelta = DEFAULT_VALIDITY) -> KeyPa
         _builder(name, name, key, validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                          key_encipherment=False, data_encipherment=False, key_agreement=False,
-                          encipher_only=False, decipher_only=False),
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -99,26 +108,44 @@ def new_ca(common_name: str, validity: dt.timedelta = DEFAULT_VALIDITY) -> KeyPa
     return KeyPair(cert, key)
 
 
-def issue(ca: KeyPair, common_name: str, *, hosts: Sequence[str] = (), organizations: Sequence[str] = (),
-          server: bool = False, client: bool = False, validity: dt.timedelta = DEFAULT_VALIDITY) -> KeyPair:
+def issue(
+    ca: KeyPair,
+    common_name: str,
+    *,
+    hosts: Sequence[str] = (),
+    organizations: Sequence[str] = (),
+    server: bool = False,
+    client: bool = False,
+    validity: dt.timedelta = DEFAULT_VALIDITY,
+) -> KeyPair:
     """A leaf certificate signed by ca: a serving cert for hosts, a client cert, or both."""
     if not (server or client):
         raise ValueError("a leaf certificate must be for a server, a client, or both")
     key = new_key()
     usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
-        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
+    )
     builder = (
         _builder(_name(common_name, organizations), ca.cert.subject, key, validity)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
-            x509.KeyUsage(digital_signature=True, key_encipherment=False, key_cert_sign=False, crl_sign=False,
-                          content_commitment=False, data_encipherment=False, key_agreement=False,
-                          encipher_only=False, decipher_only=False),
+            x509.KeyUsage(
+                digital_signature=True,
+                key_encipherment=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                content_commitment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
             critical=True,
         )
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False
+        )
     )
     if hosts:
         builder = builder.add_extension(_san(hosts), critical=False)
@@ -127,19 +154,29 @@ def issue(ca: KeyPair, common_name: str, *, hosts: Sequence[str] = (), organizat
 
 def service_hosts(service: str, namespace: str) -> list[str]:
     """The DNS names kube-apiserver verifies when it calls a Service-routed webhook or APIService."""
-    return [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local",
-            f"{service}.{namespace}", service, "localhost", "127.0.0.1"]
+    return [
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+        f"{service}.{namespace}",
+        service,
+        "localhost",
+        "127.0.0.1",
+    ]
 
 
 def write_public_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
-    path.write_bytes(key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    path.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
     return path
 
 
 def private_key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def write_private_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:

@@ -51,9 +51,16 @@ class Client:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def request(self, method: str, path: str, *, body: Any = None,
-                      params: Mapping[str, str] | None = None, content_type: str = "application/json",
-                      timeout: float | None = 60.0) -> JSONObj:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: float | None = 60.0,
+    ) -> JSONObj:
         """One API request with retries of transient failures; returns the decoded JSON body."""
         attempt = 0
         while True:
@@ -63,20 +70,31 @@ class Client:
                 attempt += 1
                 if not err.transient or attempt > self._retries:
                     raise
-                delay = err.retry_after if err.retry_after is not None else min(0.2 * 2 ** attempt, 5.0)
+                delay = err.retry_after if err.retry_after is not None else min(0.2 * 2**attempt, 5.0)
                 log.info("retrying %s %s in %.1fs after %s", method, path, delay, err.reason)
                 await asyncio.sleep(delay)
 
-    async def _request_once(self, method: str, path: str, body: Any, params: Mapping[str, str] | None,
-                            content_type: str, timeout: float | None) -> JSONObj:
+    async def _request_once(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: Mapping[str, str] | None,
+        content_type: str,
+        timeout: float | None,
+    ) -> JSONObj:
         try:
             resp = await self._api.call_api(
-                path, method, query_params=list((params or {}).items()),
+                path,
+                method,
+                query_params=list((params or {}).items()),
                 header_params={"Content-Type": content_type, "Accept": "application/json"},
-                body=body, auth_settings=["BearerToken"], _preload_content=False,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
                 _request_timeout=timeout,
             )
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise errors.Unavailable(status=0, reason="ConnectionError", message=str(exc)) from exc
         async with resp:
             data = await resp.read()
@@ -93,8 +111,14 @@ class Client:
         except errors.NotFound:
             return None
 
-    async def list(self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None,
-                   field_selector: str | None = None) -> list[JSONObj]:
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[JSONObj]:
         params: dict[str, str] = {}
         if label_selector:
             params["labelSelector"] = label_selector
@@ -103,31 +127,63 @@ class Client:
         doc = await self.request("GET", res.path(namespace=namespace), params=params)
         return list(doc.get("items") or [])
 
-    async def create(self, res: Resource, obj: JSONObj, namespace: str | None = None,
-                     dry_run: bool = False) -> JSONObj:
+    async def create(
+        self, res: Resource, obj: JSONObj, namespace: str | None = None, dry_run: bool = False
+    ) -> JSONObj:
         ns = namespace or obj.get("metadata", {}).get("namespace")
         params = {"dryRun": "All"} if dry_run else None
         return await self.request("POST", res.path(namespace=ns), body=obj, params=params)
 
-    async def apply(self, res: Resource, obj: JSONObj, *, field_manager: str = FIELD_MANAGER,
-                    force: bool = True, subresource: str | None = None) -> JSONObj:
+    async def apply(
+        self,
+        res: Resource,
+        obj: JSONObj,
+        *,
+        field_manager: str = FIELD_MANAGER,
+        force: bool = True,
+        subresource: str | None = None,
+    ) -> JSONObj:
         """Server-side apply of obj (it must carry apiVersion, kind and metadata.name)."""
         meta = obj["metadata"]
         body = dict(obj, apiVersion=res.api_version, kind=res.kind)
         params = {"fieldManager": field_manager, "force": "true" if force else "false"}
-        return await self.request("PATCH", res.path(meta["name"], meta.get("namespace"), subresource),
-                                  body=body, params=params, content_type=APPLY_PATCH)
+        return await self.request(
+            "PATCH",
+            res.path(meta["name"], meta.get("namespace"), subresource),
+            body=body,
+            params=params,
+            content_type=APPLY_PATCH,
+        )
 
-    async def patch(self, res: Resource, name: str, patch: Any, *, namespace: str | None = None,
-                    content_type: str = MERGE_PATCH, subresource: str | None = None) -> JSONObj:
-        return await self.request("PATCH", res.path(name, namespace, subresource), body=patch,
-                                  content_type=content_type, params={"fieldManager": FIELD_MANAGER})
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        content_type: str = MERGE_PATCH,
+        subresource: str | None = None,
+    ) -> JSONObj:
+        return await self.request(
+            "PATCH",
+            res.path(name, namespace, subresource),
+            body=patch,
+            content_type=content_type,
+            params={"fieldManager": FIELD_MANAGER},
+        )
 
-    async def delete(self, res: Resource, name: str, namespace: str | None = None, *,
-                     missing_ok: bool = True, propagation: str = "Background") -> None:
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        missing_ok: bool = True,
+        propagation: str = "Background",
+    ) -> None:
         try:
-            await self.request("DELETE", res.path(name, namespace),
-                               body={"propagationPolicy": propagation})
+            await self.request("DELETE", res.path(name, namespace), body={"propagationPolicy": propagation})
         except errors.NotFound:
             if not missing_ok:
                 raise

@@ -83,8 +83,17 @@ class Unavailable(KubeError):
 
 
 _BY_STATUS: dict[int, type[KubeError]] = {
-    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 410: Gone, 422: Invalid,
-    429: TooManyRequests, 500: Unavailable, 502: Unavailable, 503: Unavailable, 504: Unavailable,
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    410: Gone,
+    422: Invalid,
+    429: TooManyRequests,
+    500: Unavailable,
+    502: Unavailable,
+    503: Unavailable,
+    504: Unavailable,
 }
 
 
@@ -99,8 +108,11 @@ def from_response(status: int, body: bytes | str, retry_after: str | None = None
     reason = str(doc.get("reason") or "")
     message = str(doc.get("message") or (body.decode(errors="replace") if isinstance(body, bytes) else body))
     details = doc.get("details") or {}
-    causes = [Cause(str(c.get("field", "")), str(c.get("reason", "")), str(c.get("message", "")))
-              for c in details.get("causes") or [] if isinstance(c, dict)]
+    causes = [
+        Cause(str(c.get("field", "")), str(c.get("reason", "")), str(c.get("message", "")))
+        for c in details.get("causes") or []
+        if isinstance(c, dict)
+    ]
     cls: type[KubeError]
     if status == 409:
         cls = AlreadyExists if reason == "AlreadyExists" else Conflict
@@ -114,5 +126,6 @@ def from_response(status: int, body: bytes | str, retry_after: str | None = None
             delay = None
     elif details.get("retryAfterSeconds"):
         delay = float(details["retryAfterSeconds"])
-    return cls(status=status, reason=reason or cls.__name__, message=message, causes=causes,
-               retry_after=delay)
+    return cls(
+        status=status, reason=reason or cls.__name__, message=message, causes=causes, retry_after=delay
+    )

@@ -24,7 +24,9 @@ class Resource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    def path(self, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
+    def path(
+        self, name: str | None = None, namespace: str | None = None, subresource: str | None = None
+    ) -> str:
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
             base += f"/namespaces/{quote(namespace, safe='')}"
@@ -43,13 +45,24 @@ SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
 SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
 SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                namespaced=False)
+CRDS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
+)
 APISERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", namespaced=False)
-MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-                             "MutatingWebhookConfiguration", namespaced=False)
-VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-                               "ValidatingWebhookConfiguration", namespaced=False)
+MUTATING_WEBHOOKS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    namespaced=False,
+)
+VALIDATING_WEBHOOKS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True)
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", namespaced=True)
@@ -64,9 +77,26 @@ ADMISSION_CHECKS = Resource(KUEUE_GROUP, "v1beta2", "admissionchecks", "Admissio
 NODE_FEATURES = Resource("nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", "NodeFeature", namespaced=True)
 
 CORE_AND_EXTENSIONS: tuple[Resource, ...] = (
-    NAMESPACES, NODES, PODS, SERVICES, SECRETS, CONFIGMAPS, SERVICEACCOUNTS, CRDS, APISERVICES,
-    MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, LEASES, EVENTS, ROLEBINDINGS, RESOURCE_FLAVORS, CLUSTER_QUEUES,
-    LOCAL_QUEUES, WORKLOADS, ADMISSION_CHECKS, NODE_FEATURES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    SERVICES,
+    SECRETS,
+    CONFIGMAPS,
+    SERVICEACCOUNTS,
+    CRDS,
+    APISERVICES,
+    MUTATING_WEBHOOKS,
+    VALIDATING_WEBHOOKS,
+    LEASES,
+    EVENTS,
+    ROLEBINDINGS,
+    RESOURCE_FLAVORS,
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    WORKLOADS,
+    ADMISSION_CHECKS,
+    NODE_FEATURES,
 )
 
 

@@ -38,9 +38,14 @@ def _k8s_version_flags(version: str) -> tuple[str, ...]:
     major, minor = version.lstrip("v").split(".")[:2]
     flags: list[str] = []
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-        flags += [f"-X {pkg}.gitVersion={version}", f"-X {pkg}.gitMajor={major}",
-                  f"-X {pkg}.gitMinor={minor}", f"-X {pkg}.gitTreeState=clean",
-                  f"-X {pkg}.gitCommit={'0' * 40}", f"-X {pkg}.buildDate=1970-01-01T00:00:00Z"]
+        flags += [
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.gitCommit={'0' * 40}",
+            f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+        ]
     return tuple(flags)
 
 
@@ -52,15 +57,20 @@ COMPONENTS: tuple[Component, ...] = (
     Component("etcd", {"etcd": "go.etcd.io/etcd/server/v3"}),
     Component("kwok", {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
     Component(
-        "kueue", {"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
-        version_ldflags=(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",
-                         f"-X sigs.k8s.io/kueue/pkg/version.GitCommit={'0' * 40}"),
+        "kueue",
+        {"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+        version_ldflags=(
+            f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",
+            f"-X sigs.k8s.io/kueue/pkg/version.GitCommit={'0' * 40}",
+        ),
     ),
     Component(
         "k8s",
-        {"kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
-         "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
-         "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler"},
+        {
+            "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+            "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+        },
         version_ldflags=_k8s_version_flags(K8S_VERSION),
         tags="selinux,notest",
     ),
@@ -123,14 +133,17 @@ def build_component(component: Component, out_dir: Path, log: Path) -> None:
         with log.open("a") as sink:
             sink.write(f"$ (cd {module_dir} && {' '.join(cmd)})\n")
             sink.flush()
-            result = subprocess.run(cmd, cwd=module_dir, env=go_env(), stdout=sink, stderr=subprocess.STDOUT,
-                                    check=False)
+            result = subprocess.run(
+                cmd, cwd=module_dir, env=go_env(), stdout=sink, stderr=subprocess.STDOUT, check=False
+            )
         if result.returncode != 0:
             text = log.read_text(errors="replace")
             module = missing_module(text)
             hint = f"; missing module: {module}" if module else ""
-            raise BuildError(f"building {component.module}/{binary} failed (exit {result.returncode}){hint}; "
-                             f"full log: {log}")
+            raise BuildError(
+                f"building {component.module}/{binary} failed (exit {result.returncode}){hint}; "
+                f"full log: {log}"
+            )
         tmp.rename(out_dir / binary)
 
 
@@ -160,13 +173,21 @@ def module_source(module_path: str, version: str) -> Path:
     than copied into this repository.
     """
     CACHE_ROOT.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(["go", "mod", "download", "-json", f"{module_path}@{version}"], cwd=CACHE_ROOT,
-                            env=go_env(), capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module_path}@{version}"],
+        cwd=CACHE_ROOT,
+        env=go_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     try:
         info = json.loads(result.stdout)
     except json.JSONDecodeError:
         info = {}
     if result.returncode != 0 or not info.get("Dir"):
-        raise BuildError(f"module {module_path}@{version} could not be downloaded: "
-                         f"{info.get('Error') or result.stderr.strip()}")
+        raise BuildError(
+            f"module {module_path}@{version} could not be downloaded: "
+            f"{info.get('Error') or result.stderr.strip()}"
+        )
     return Path(info["Dir"])

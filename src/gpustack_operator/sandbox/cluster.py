@@ -71,8 +71,14 @@ def _allocate_ports() -> components.Ports:
 class Sandbox:
     """A local cluster in run_dir, built from the cached control-plane binaries."""
 
-    def __init__(self, run_dir: Path, *, inventory_file: Path = inventory.DEFAULT_INVENTORY,
-                 bin_dir: Path | None = None, progress: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        inventory_file: Path = inventory.DEFAULT_INVENTORY,
+        bin_dir: Path | None = None,
+        progress: Callable[[str], None] = print,
+    ) -> None:
         self.run_dir = run_dir.resolve()
         self.inventory_file = inventory_file
         self.bin_dir = bin_dir or build.bin_dir()
@@ -85,7 +91,9 @@ class Sandbox:
     def _binary(self, name: str) -> Path:
         path = self.bin_dir / name
         if not path.is_file():
-            raise SandboxError(f"{path} is missing: run `gpustack-operator sandbox build` (or make control-plane)")
+            raise SandboxError(
+                f"{path} is missing: run `gpustack-operator sandbox build` (or make control-plane)"
+            )
         return path
 
     def _start(self, name: str, argv: list[str]) -> process.Started:
@@ -99,7 +107,9 @@ class Sandbox:
         admin = (self.certs.admin_crt, self.certs.admin_key)
         return {
             "etcd": health.Probe(f"http://127.0.0.1:{ports.etcd}/health"),
-            "kube-apiserver": health.Probe(f"https://127.0.0.1:{ports.apiserver}/readyz", self.certs.ca_crt, admin),
+            "kube-apiserver": health.Probe(
+                f"https://127.0.0.1:{ports.apiserver}/readyz", self.certs.ca_crt, admin
+            ),
             "kube-controller-manager": health.Probe(f"https://127.0.0.1:{ports.controller_manager}/healthz"),
             "kube-scheduler": health.Probe(f"https://127.0.0.1:{ports.scheduler}/readyz"),
             "kwok": health.Probe(f"http://127.0.0.1:{ports.kwok}/healthz"),
@@ -119,8 +129,10 @@ class Sandbox:
             raise SandboxError(f"a sandbox is already running in {self.run_dir}; run `sandbox down` first")
         missing = build.missing_binaries(self.bin_dir)
         if missing:
-            raise SandboxError(f"binaries missing in {self.bin_dir}: {', '.join(missing)}; "
-                               "run `gpustack-operator sandbox build`")
+            raise SandboxError(
+                f"binaries missing in {self.bin_dir}: {', '.join(missing)}; "
+                "run `gpustack-operator sandbox build`"
+            )
         t0 = time.monotonic()
         for sub in ("etcd", "logs", "kueue-certs", "apiserver-certs", "kcm-certs", "scheduler-certs"):
             shutil.rmtree(self.run_dir / sub, ignore_errors=True)
@@ -142,35 +154,66 @@ class Sandbox:
         kueue_mod = build.module_source("sigs.k8s.io/kueue", build.KUEUE_VERSION)
         kwok_mod = build.module_source("sigs.k8s.io/kwok", build.KWOK_VERSION)
         nfd_mod = build.module_source("sigs.k8s.io/node-feature-discovery", build.NFD_VERSION)
-        await self._launch("etcd", components.etcd(self._binary("etcd"), self.run_dir / "etcd", ports),
-                           probes["etcd"])
-        await self._launch("kube-apiserver", components.apiserver(
-            self._binary("kube-apiserver"), self.certs, ports, self.run_dir / "apiserver-certs"),
-            probes["kube-apiserver"])
+        await self._launch(
+            "etcd", components.etcd(self._binary("etcd"), self.run_dir / "etcd", ports), probes["etcd"]
+        )
+        await self._launch(
+            "kube-apiserver",
+            components.apiserver(
+                self._binary("kube-apiserver"), self.certs, ports, self.run_dir / "apiserver-certs"
+            ),
+            probes["kube-apiserver"],
+        )
         write_kubeconfig(self.kubeconfig, f"https://127.0.0.1:{ports.apiserver}", self.certs)
         (self.run_dir / "kwok.yaml").write_text(kwok.configuration(kwok_mod))
         client = await connect(self.kubeconfig)
         try:
             crds = kueue.crds(kueue_mod, ports.kueue_webhook) + [
-                d for d in yaml.safe_load_all((nfd_mod / NFD_CRDS).read_text()) if d]
+                d for d in yaml.safe_load_all((nfd_mod / NFD_CRDS).read_text()) if d
+            ]
             await asyncio.gather(*(client.apply(resources.CRDS, crd) for crd in crds))
             await asyncio.gather(
-                self._launch("kube-controller-manager", components.controller_manager(
-                    self._binary("kube-controller-manager"), self.certs, self.kubeconfig, ports,
-                    self.run_dir / "kcm-certs"), probes["kube-controller-manager"]),
-                self._launch("kube-scheduler", components.scheduler(
-                    self._binary("kube-scheduler"), self.kubeconfig, ports, self.run_dir / "scheduler-certs"),
-                    probes["kube-scheduler"]),
-                self._launch("kwok", components.kwok(self._binary("kwok"), self.kubeconfig,
-                                                      self.run_dir / "kwok.yaml", ports), probes["kwok"]),
+                self._launch(
+                    "kube-controller-manager",
+                    components.controller_manager(
+                        self._binary("kube-controller-manager"),
+                        self.certs,
+                        self.kubeconfig,
+                        ports,
+                        self.run_dir / "kcm-certs",
+                    ),
+                    probes["kube-controller-manager"],
+                ),
+                self._launch(
+                    "kube-scheduler",
+                    components.scheduler(
+                        self._binary("kube-scheduler"),
+                        self.kubeconfig,
+                        ports,
+                        self.run_dir / "scheduler-certs",
+                    ),
+                    probes["kube-scheduler"],
+                ),
+                self._launch(
+                    "kwok",
+                    components.kwok(self._binary("kwok"), self.kubeconfig, self.run_dir / "kwok.yaml", ports),
+                    probes["kwok"],
+                ),
                 self._wait_established(client, [c["metadata"]["name"] for c in crds]),
                 self._install_kueue_prerequisites(client, kueue_mod, ports),
             )
-            (self.run_dir / "kueue.yaml").write_text(yaml.safe_dump(kueue.configuration(
-                ports.kueue_webhook, ports.kueue_health, self.run_dir / "kueue-certs")))
+            (self.run_dir / "kueue.yaml").write_text(
+                yaml.safe_dump(
+                    kueue.configuration(ports.kueue_webhook, ports.kueue_health, self.run_dir / "kueue-certs")
+                )
+            )
             await asyncio.gather(
-                self._launch("kueue", components.kueue(self._binary("kueue"), self.kubeconfig,
-                                                        self.run_dir / "kueue.yaml"), probes["kueue"]),
+                self._launch(
+                    "kueue",
+                    components.kueue(self._binary("kueue"), self.kubeconfig, self.run_dir / "kueue.yaml"),
+                    probes["kueue"],
+                ),
+                self._mount_kueue_certs(client),
                 self._create_nodes(client),
             )
             await self._wait_kueue_webhook(client)
@@ -191,9 +234,27 @@ class Sandbox:
         if pending:
             raise SandboxError(f"CRDs not Established after {timeout:.0f}s: {sorted(pending)}")
 
-    async def _install_kueue_prerequisites(self, client: Client, module: Path, ports: components.Ports) -> None:
+    async def _install_kueue_prerequisites(
+        self, client: Client, module: Path, ports: components.Ports
+    ) -> None:
         for obj in kueue.support_objects() + kueue.webhook_configurations(module, ports.kueue_webhook):
             await client.apply(resources.for_kind(obj["apiVersion"], obj["kind"]), obj)
+
+    async def _mount_kueue_certs(self, client: Client, timeout: float = 60.0) -> None:
+        """Play the kubelet's part of a Secret volume: copy the cert Kueue's rotator wrote into its certDir.
+
+        Kueue's cert rotator writes the webhook cert to a Secret and then waits for it to appear as files,
+        as a mounted volume would; a local process has no kubelet doing that.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            secret = await client.get(resources.SECRETS, kueue.WEBHOOK_SECRET, kueue.NAMESPACE)
+            data = secret.get("data") or {}
+            if data.get("tls.crt") and data.get("tls.key"):
+                kueue.write_cert_dir(self.run_dir / "kueue-certs", data)
+                return
+            await asyncio.sleep(0.2)
+        raise SandboxError(f"Kueue did not write its webhook cert Secret within {timeout:.0f}s")
 
     async def _create_nodes(self, client: Client, timeout: float = 90.0) -> None:
         t0 = time.monotonic()
@@ -203,8 +264,9 @@ class Sandbox:
             try:
                 await client.create(resources.NODES, manifest)
             except errors.AlreadyExists:
-                await client.patch(resources.NODES, node.name, {"status": manifest["status"]},
-                                   subresource="status")
+                await client.patch(
+                    resources.NODES, node.name, {"status": manifest["status"]}, subresource="status"
+                )
         pending = {n.name for n in nodes}
         while pending and time.monotonic() - t0 < timeout:
             for node_obj in await client.list(resources.NODES, label_selector="type=kwok"):
@@ -218,10 +280,16 @@ class Sandbox:
 
     async def _wait_kueue_webhook(self, client: Client, timeout: float = 60.0) -> None:
         """Prove Kueue's pod webhook answers: a dry-run queued Pod comes back with Kueue's scheduling gate."""
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"generateName": "probe-", "namespace": "default",
-                            "labels": {"kueue.x-k8s.io/queue-name": "sandbox-probe"}},
-               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": "probe-",
+                "namespace": "default",
+                "labels": {"kueue.x-k8s.io/queue-name": "sandbox-probe"},
+            },
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        }
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpustack_operator.sandbox import build, inventory
+from gpustack_operator.sandbox import build, health, inventory
 from gpustack_operator.sandbox.cluster import Sandbox, SandboxError
 
 DEFAULT_RUN_DIR = Path(os.environ.get("GPUSTACK_SANDBOX_DIR", build.REPO_ROOT / ".sandbox"))
@@ -19,20 +19,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "sandbox",
         help="a local Kubernetes control plane with Kueue and fake GPU nodes (for development and tests)",
         description=(
-            "Runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler, Kueue and kwok on this machine "
-            "(127.0.0.1 only), built from Go modules under tools/ and cached in "
-            f"{build.CACHE_ROOT}. Fake nodes come from an inventory file (default: {inventory.DEFAULT_INVENTORY})."
+            "Runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler, Kueue and kwok on this "
+            "machine (127.0.0.1 only), built from Go modules under tools/ and cached in "
+            f"{build.CACHE_ROOT}. Fake nodes come from an inventory file "
+            f"(default: {inventory.DEFAULT_INVENTORY})."
         ),
     )
-    parser.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR,
-                        help="where PKI, logs, etcd data, state and kubeconfig live (default: %(default)s; "
-                             "env GPUSTACK_SANDBOX_DIR)")
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        default=DEFAULT_RUN_DIR,
+        help="where PKI, logs, etcd data, state and kubeconfig live (default: %(default)s; "
+        "env GPUSTACK_SANDBOX_DIR)",
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("build", help="build the control-plane binaries that are not cached yet").add_argument(
-        "--force", action="store_true", help="rebuild even if cached")
+        "--force", action="store_true", help="rebuild even if cached"
+    )
     up = actions.add_parser("up", help="build what is missing, start the cluster, write a kubeconfig")
-    up.add_argument("--inventory", type=Path, default=inventory.DEFAULT_INVENTORY,
-                    help="inventory YAML of fake nodes (default: %(default)s)")
+    up.add_argument(
+        "--inventory",
+        type=Path,
+        default=inventory.DEFAULT_INVENTORY,
+        help="inventory YAML of fake nodes (default: %(default)s)",
+    )
     actions.add_parser("status", help="show each component's health")
     actions.add_parser("down", help="stop every process `up` started (by PID)")
     parser.set_defaults(func=run)
@@ -44,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             build.build_all(force=args.force)
             return 0
         return asyncio.run(_run_async(args))
-    except (SandboxError, build.BuildError, inventory.InventoryError) as exc:
+    except (SandboxError, build.BuildError, health.NotReadyError, inventory.InventoryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
@@ -54,11 +64,13 @@ async def _run_async(args: argparse.Namespace) -> int:
         build.build_all()
         box = Sandbox(args.run_dir, inventory_file=args.inventory)
         await box.up()
-        print(f"\nThe sandbox is up. Logs: {box.run_dir / 'logs'}\n"
-              f"  export KUBECONFIG={box.kubeconfig}\n"
-              "  kubectl get nodes -L nvidia.com/gpu\n"
-              "  gpustack-operator sandbox status\n"
-              "  gpustack-operator sandbox down")
+        print(
+            f"\nThe sandbox is up. Logs: {box.run_dir / 'logs'}\n"
+            f"  export KUBECONFIG={box.kubeconfig}\n"
+            "  kubectl get nodes -L nvidia.com/gpu\n"
+            "  gpustack-operator sandbox status\n"
+            "  gpustack-operator sandbox down"
+        )
         return 0
     box = Sandbox(args.run_dir)
     if args.action == "status":

@@ -31,48 +31,76 @@ class Ports:
 
 def etcd(binary: Path, data_dir: Path, ports: Ports) -> list[str]:
     url = f"http://127.0.0.1:{ports.etcd}"
-    return [str(binary), f"--data-dir={data_dir}", f"--listen-client-urls={url}",
-            f"--advertise-client-urls={url}", f"--listen-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
-            f"--initial-cluster=default=http://127.0.0.1:{ports.etcd_peer}",
-            "--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=4294967296"]
+    return [
+        str(binary),
+        f"--data-dir={data_dir}",
+        f"--listen-client-urls={url}",
+        f"--advertise-client-urls={url}",
+        f"--listen-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
+        f"--initial-advertise-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
+        f"--initial-cluster=default=http://127.0.0.1:{ports.etcd_peer}",
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+        "--quota-backend-bytes=4294967296",
+    ]
 
 
 def apiserver(binary: Path, certs: ClusterPKI, ports: Ports, cert_dir: Path) -> list[str]:
     return [
         str(binary),
         f"--etcd-servers=http://127.0.0.1:{ports.etcd}",
-        "--bind-address=127.0.0.1", f"--secure-port={ports.apiserver}", "--advertise-address=127.0.0.1",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports.apiserver}",
+        "--advertise-address=127.0.0.1",
         "--endpoint-reconciler-type=none",
-        f"--tls-cert-file={certs.apiserver_crt}", f"--tls-private-key-file={certs.apiserver_key}",
+        f"--tls-cert-file={certs.apiserver_crt}",
+        f"--tls-private-key-file={certs.apiserver_key}",
         f"--client-ca-file={certs.ca_crt}",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        f"--service-account-key-file={certs.sa_pub}", f"--service-account-signing-key-file={certs.sa_key}",
-        "--authorization-mode=Node,RBAC", "--service-cluster-ip-range=10.96.0.0/16",
-        "--allow-privileged=true", "--disable-admission-plugins=ServiceAccount",
+        f"--service-account-key-file={certs.sa_pub}",
+        f"--service-account-signing-key-file={certs.sa_key}",
+        "--authorization-mode=Node,RBAC",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--allow-privileged=true",
+        "--disable-admission-plugins=ServiceAccount",
         f"--requestheader-client-ca-file={certs.front_proxy_ca_crt}",
         "--requestheader-allowed-names=front-proxy-client",
-        "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
         "--requestheader-extra-headers-prefix=X-Remote-Extra-",
         f"--proxy-client-cert-file={certs.front_proxy_client_crt}",
         f"--proxy-client-key-file={certs.front_proxy_client_key}",
-        f"--cert-dir={cert_dir}", "--profiling=false", "--v=1",
+        f"--cert-dir={cert_dir}",
+        "--profiling=false",
+        "--v=1",
     ]
 
 
 def _delegated_serving(kubeconfig: Path, port: int) -> list[str]:
-    return [f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1", f"--secure-port={port}",
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "--leader-elect=false",
-            "--v=1"]
+    return [
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        "--leader-elect=false",
+        "--v=1",
+    ]
 
 
-def controller_manager(binary: Path, certs: ClusterPKI, kubeconfig: Path, ports: Ports,
-                       cert_dir: Path) -> list[str]:
-    return [str(binary), *_delegated_serving(kubeconfig, ports.controller_manager),
-            f"--cert-dir={cert_dir}", "--controllers=*,-nodeipam",
-            f"--service-account-private-key-file={certs.sa_key}", f"--root-ca-file={certs.ca_crt}",
-            "--use-service-account-credentials=false"]
+def controller_manager(
+    binary: Path, certs: ClusterPKI, kubeconfig: Path, ports: Ports, cert_dir: Path
+) -> list[str]:
+    return [
+        str(binary),
+        *_delegated_serving(kubeconfig, ports.controller_manager),
+        f"--cert-dir={cert_dir}",
+        "--controllers=*,-nodeipam",
+        f"--service-account-private-key-file={certs.sa_key}",
+        f"--root-ca-file={certs.ca_crt}",
+        "--use-service-account-credentials=false",
+    ]
 
 
 def scheduler(binary: Path, kubeconfig: Path, ports: Ports, cert_dir: Path) -> list[str]:
@@ -80,10 +108,17 @@ def scheduler(binary: Path, kubeconfig: Path, ports: Ports, cert_dir: Path) -> l
 
 
 def kwok(binary: Path, kubeconfig: Path, config: Path, ports: Ports) -> list[str]:
-    return [str(binary), f"--kubeconfig={kubeconfig}", f"--config={config}",
-            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--node-ip=127.0.0.1",
-            f"--node-port={ports.kwok_node}", f"--server-address=127.0.0.1:{ports.kwok}",
-            "--cidr=10.244.0.0/16", "--v=INFO"]
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--config={config}",
+        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        "--node-ip=127.0.0.1",
+        f"--node-port={ports.kwok_node}",
+        f"--server-address=127.0.0.1:{ports.kwok}",
+        "--cidr=10.244.0.0/16",
+        "--v=INFO",
+    ]
 
 
 def kueue(binary: Path, kubeconfig: Path, config: Path) -> list[str]:

@@ -13,7 +13,7 @@ import aiohttp
 from gpustack_operator.sandbox import process
 
 
-class NotReady(RuntimeError):
+class NotReadyError(RuntimeError):
     """A component did not become ready in time (or exited); the message carries its log tail."""
 
 
@@ -42,11 +42,13 @@ class Probe:
 async def check(probe: Probe, timeout: float = 2.0) -> tuple[bool, str]:
     """One probe: (healthy, what it answered)."""
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session, \
-                session.get(probe.url, ssl=probe.ssl_context()) as resp:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+            session.get(probe.url, ssl=probe.ssl_context()) as resp,
+        ):
             body = (await resp.text())[:200]
             return resp.status == 200, f"{resp.status} {body.strip()}"
-    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         return False, f"{type(exc).__name__}: {exc}"
 
 
@@ -56,11 +58,14 @@ async def wait_ready(name: str, probe: Probe, started: process.Started, timeout:
     answer = ""
     while time.monotonic() - t0 < timeout:
         if not process.alive(started.pid):
-            raise NotReady(f"{name} exited during start-up; last log lines ({started.log}):\n"
-                           f"{process.tail(started.log)}")
+            raise NotReadyError(
+                f"{name} exited during start-up; last log lines ({started.log}):\n{process.tail(started.log)}"
+            )
         ok, answer = await check(probe)
         if ok:
             return time.monotonic() - t0
         await asyncio.sleep(0.2)
-    raise NotReady(f"{name} not ready after {timeout:.0f}s (last answer: {answer}); last log lines "
-                   f"({started.log}):\n{process.tail(started.log)}")
+    raise NotReadyError(
+        f"{name} not ready after {timeout:.0f}s (last answer: {answer}); last log lines "
+        f"({started.log}):\n{process.tail(started.log)}"
+    )

@@ -68,11 +68,16 @@ def _positive_int(value: Any, where: str) -> int:
 def _parse_gpu(doc: dict[str, Any], where: str) -> GPU:
     mfr = str(_require(doc, "manufacturer", where)).lower()
     if not manufacturers.is_known_manufacturer(mfr):
-        raise InventoryError(f"{where}.manufacturer: unknown manufacturer {mfr!r} "
-                             f"(known: {', '.join(manufacturers.known_manufacturers())})")
-    return GPU(mfr, str(_require(doc, "product", where)),
-               _positive_int(_require(doc, "count", where), f"{where}.count"),
-               _positive_int(_require(doc, "memoryMiB", where), f"{where}.memoryMiB"))
+        raise InventoryError(
+            f"{where}.manufacturer: unknown manufacturer {mfr!r} "
+            f"(known: {', '.join(manufacturers.known_manufacturers())})"
+        )
+    return GPU(
+        mfr,
+        str(_require(doc, "product", where)),
+        _positive_int(_require(doc, "count", where), f"{where}.count"),
+        _positive_int(_require(doc, "memoryMiB", where), f"{where}.memoryMiB"),
+    )
 
 
 def _parse_node(doc: dict[str, Any], index: int) -> InventoryNode:
@@ -80,13 +85,23 @@ def _parse_node(doc: dict[str, Any], index: int) -> InventoryNode:
     name = str(_require(doc, "name", where))
     where = f"nodes[{index}] ({name})"
     cpu_doc = _require(doc, "cpu", where)
-    cpu = CPU(vendor=str(cpu_doc.get("vendor", "")), model=str(cpu_doc.get("model", "")),
-              family=str(cpu_doc.get("family", "")), id=str(cpu_doc.get("id", "")),
-              cores=_positive_int(_require(cpu_doc, "cores", f"{where}.cpu"), f"{where}.cpu.cores"),
-              threads_per_core=_positive_int(cpu_doc.get("threadsPerCore", 2), f"{where}.cpu.threadsPerCore"))
+    cpu = CPU(
+        vendor=str(cpu_doc.get("vendor", "")),
+        model=str(cpu_doc.get("model", "")),
+        family=str(cpu_doc.get("family", "")),
+        id=str(cpu_doc.get("id", "")),
+        cores=_positive_int(_require(cpu_doc, "cores", f"{where}.cpu"), f"{where}.cpu.cores"),
+        threads_per_core=_positive_int(cpu_doc.get("threadsPerCore", 2), f"{where}.cpu.threadsPerCore"),
+    )
     gpus = tuple(_parse_gpu(g, f"{where}.gpus[{i}]") for i, g in enumerate(doc.get("gpus") or []))
-    return InventoryNode(name=name, cpu=cpu, memory=str(doc.get("memory", "256Gi")),
-                         os=str(doc.get("os", "linux")), arch=str(doc.get("arch", "amd64")), gpus=gpus)
+    return InventoryNode(
+        name=name,
+        cpu=cpu,
+        memory=str(doc.get("memory", "256Gi")),
+        os=str(doc.get("os", "linux")),
+        arch=str(doc.get("arch", "amd64")),
+        gpus=gpus,
+    )
 
 
 def load(path: Path = DEFAULT_INVENTORY) -> list[InventoryNode]:
@@ -107,7 +122,9 @@ def load(path: Path = DEFAULT_INVENTORY) -> list[InventoryNode]:
 def node_manifest(node: InventoryNode) -> dict[str, Any]:
     """The Node object (with status) a kubelet plus NFD would produce for this inventory node."""
     labels = {
-        "kubernetes.io/hostname": node.name, "kubernetes.io/os": node.os, "kubernetes.io/arch": node.arch,
+        "kubernetes.io/hostname": node.name,
+        "kubernetes.io/os": node.os,
+        "kubernetes.io/arch": node.arch,
         "type": "kwok",
         f"{NFD}cpu-model.vendor_id": node.cpu.vendor,
         f"{NFD}cpu-model.family": node.cpu.family,
@@ -117,12 +134,15 @@ def node_manifest(node: InventoryNode) -> dict[str, Any]:
     threads = node.cpu.cores * node.cpu.threads_per_core
     annotations = {MANAGED_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}
     if node.cpu.model:
-        annotations.update({
-            f"{CPU_ANNOTATION}name": node.cpu.model, f"{CPU_ANNOTATION}family": node.cpu.family,
-            f"{CPU_ANNOTATION}physical-cores": str(node.cpu.cores),
-            f"{CPU_ANNOTATION}threads-per-core": str(node.cpu.threads_per_core),
-            f"{CPU_ANNOTATION}logical-cores": str(threads),
-        })
+        annotations.update(
+            {
+                f"{CPU_ANNOTATION}name": node.cpu.model,
+                f"{CPU_ANNOTATION}family": node.cpu.family,
+                f"{CPU_ANNOTATION}physical-cores": str(node.cpu.cores),
+                f"{CPU_ANNOTATION}threads-per-core": str(node.cpu.threads_per_core),
+                f"{CPU_ANNOTATION}logical-cores": str(threads),
+            }
+        )
     capacity = {"cpu": str(threads), "memory": node.memory, "pods": "110", "ephemeral-storage": "1Ti"}
     known = manufacturers.manufacturers()
     for gpu in node.gpus:
@@ -130,10 +150,18 @@ def node_manifest(node: InventoryNode) -> dict[str, Any]:
         labels[f"{NFD}pci-{info.pci_vendor_id}.present"] = "true"
         capacity[info.resource_name] = str(int(capacity.get(info.resource_name, "0")) + gpu.count)
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": node.name, "labels": labels, "annotations": annotations},
         "spec": {},
-        "status": {"capacity": capacity, "allocatable": dict(capacity),
-                   "nodeInfo": {"architecture": node.arch, "operatingSystem": node.os,
-                                "kubeletVersion": "fake", "kubeProxyVersion": "fake"}},
+        "status": {
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "nodeInfo": {
+                "architecture": node.arch,
+                "operatingSystem": node.os,
+                "kubeletVersion": "fake",
+                "kubeProxyVersion": "fake",
+            },
+        },
     }

@@ -9,6 +9,7 @@ module cache, never from copies in this repository.
 
 from __future__ import annotations
 
+import base64
 import copy
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,14 @@ WEBHOOK_SERVICE = "kueue-webhook-service"
 WEBHOOK_SECRET = "kueue-webhook-server-cert"
 CONVERSION_CRDS = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
 # The stock kustomization keeps Kueue's pod/deployment/statefulset webhooks out of these namespaces.
-EXCLUDED_NAMESPACE_WEBHOOKS = ("mpod.kb.io", "mdeployment.kb.io", "mstatefulset.kb.io", "vpod.kb.io",
-                               "vdeployment.kb.io", "vstatefulset.kb.io")
+EXCLUDED_NAMESPACE_WEBHOOKS = (
+    "mpod.kb.io",
+    "mdeployment.kb.io",
+    "mstatefulset.kb.io",
+    "vpod.kb.io",
+    "vdeployment.kb.io",
+    "vstatefulset.kb.io",
+)
 Obj = dict[str, Any]
 
 
@@ -39,8 +46,14 @@ def crds(module: Path, webhook_port: int) -> list[Obj]:
                 crd["spec"]["conversion"] = {
                     "strategy": "Webhook",
                     "webhook": {
-                        "clientConfig": {"service": {"name": WEBHOOK_SERVICE, "namespace": NAMESPACE,
-                                                     "path": "/convert", "port": webhook_port}},
+                        "clientConfig": {
+                            "service": {
+                                "name": WEBHOOK_SERVICE,
+                                "namespace": NAMESPACE,
+                                "path": "/convert",
+                                "port": webhook_port,
+                            }
+                        },
                         "conversionReviewVersions": ["v1"],
                     },
                 }
@@ -59,9 +72,15 @@ def webhook_configurations(module: Path, webhook_port: int) -> list[Obj]:
             service = hook["clientConfig"]["service"]
             service.update(name=WEBHOOK_SERVICE, namespace=NAMESPACE, port=webhook_port)
             if hook["name"] in EXCLUDED_NAMESPACE_WEBHOOKS:
-                hook["namespaceSelector"] = {"matchExpressions": [{
-                    "key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                    "values": ["kube-system", NAMESPACE]}]}
+                hook["namespaceSelector"] = {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "NotIn",
+                            "values": ["kube-system", NAMESPACE],
+                        }
+                    ]
+                }
         out.append(doc)
     return out
 
@@ -71,13 +90,18 @@ def support_objects() -> list[Obj]:
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": WEBHOOK_SECRET, "namespace": NAMESPACE}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": WEBHOOK_SERVICE, "namespace": NAMESPACE},
-         "spec": {"type": "ExternalName", "externalName": "localhost"}},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": WEBHOOK_SERVICE, "namespace": NAMESPACE},
+            "spec": {"type": "ExternalName", "externalName": "localhost"},
+        },
     ]
 
 
-def configuration(webhook_port: int, health_port: int, cert_dir: Path,
-                  frameworks: tuple[str, ...] = ("batch/job", "pod")) -> Obj:
+def configuration(
+    webhook_port: int, health_port: int, cert_dir: Path, frameworks: tuple[str, ...] = ("batch/job", "pod")
+) -> Obj:
     """Kueue's config.kueue.x-k8s.io/v1beta2 Configuration for a single local replica."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -87,10 +111,22 @@ def configuration(webhook_port: int, health_port: int, cert_dir: Path,
         "metrics": {"bindAddress": "0"},
         "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": True, "webhookServiceName": WEBHOOK_SERVICE,
-                                   "webhookSecretName": WEBHOOK_SECRET},
+        "internalCertManagement": {
+            "enable": True,
+            "webhookServiceName": WEBHOOK_SERVICE,
+            "webhookSecretName": WEBHOOK_SECRET,
+        },
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": list(frameworks)},
         # The visibility API would write certs to a hard-coded /visibility and needs its own APIService.
         "featureGates": {"VisibilityOnDemand": False},
     }
+
+
+def write_cert_dir(cert_dir: Path, secret_data: dict[str, str]) -> None:
+    """Write the Secret's base64 data keys as files, the way a mounted Secret volume presents them."""
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    for key, value in secret_data.items():
+        target = cert_dir / key
+        target.write_bytes(base64.b64decode(value))
+        target.chmod(0o600)

@@ -31,12 +31,17 @@ def _complete_on_request() -> dict[str, Any]:
         "metadata": {"name": "pod-complete-on-request"},
         "spec": {
             "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-            "selector": {"matchExpressions": [
-                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
-                {"key": ".status.phase", "operator": "In", "values": ["Running"]},
-                {"key": f'.metadata.annotations["{COMPLETE_ANNOTATION}"]', "operator": "In",
-                 "values": ["true"]},
-            ]},
+            "selector": {
+                "matchExpressions": [
+                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                    {
+                        "key": f'.metadata.annotations["{COMPLETE_ANNOTATION}"]',
+                        "operator": "In",
+                        "values": ["true"],
+                    },
+                ]
+            },
             "next": {"statusTemplate": "phase: Succeeded\n"},
         },
     }
@@ -44,11 +49,20 @@ def _complete_on_request() -> dict[str, Any]:
 
 def configuration(module: Path, node_lease_seconds: int = 40) -> str:
     """The multi-document YAML kwok reads with --config."""
-    docs: list[Any] = [{
-        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-        "kind": "KwokConfiguration",
-        "options": {"nodeLeaseDurationSeconds": node_lease_seconds},
-    }]
+    docs: list[Any] = [
+        {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokConfiguration",
+            "options": {
+                "nodeLeaseDurationSeconds": node_lease_seconds,
+                "nodeLeaseParallelism": 4,
+                "nodePlayStageParallelism": 4,
+                "podPlayStageParallelism": 4,
+                "podsOnNodeSyncParallelism": 4,
+                "enablePodsOnNodeSyncStreamWatch": True,
+            },
+        }
+    ]
     for rel in STAGE_FILES:
         docs.extend(d for d in yaml.safe_load_all((module / rel).read_text()) if d)
     docs.append(_complete_on_request())

@@ -14,8 +14,15 @@ import yaml
 
 from gpustack_operator.certs import pki
 
-APISERVER_HOSTS = ("localhost", "127.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                   "kubernetes.default.svc.cluster.local", "10.96.0.1")
+APISERVER_HOSTS = (
+    "localhost",
+    "127.0.0.1",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+    "10.96.0.1",
+)
 FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
@@ -92,10 +99,15 @@ def write_kubeconfig(path: Path, server: str, certs: ClusterPKI, user: str = "ad
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "sandbox", "cluster": {"server": server,
-                                                       "certificate-authority": str(certs.ca_crt)}}],
-        "users": [{"name": user, "user": {"client-certificate": str(certs.admin_crt),
-                                           "client-key": str(certs.admin_key)}}],
+        "clusters": [
+            {"name": "sandbox", "cluster": {"server": server, "certificate-authority": str(certs.ca_crt)}}
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {"client-certificate": str(certs.admin_crt), "client-key": str(certs.admin_key)},
+            }
+        ],
         "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": user}}],
         "current-context": "sandbox",
     }

@@ -34,13 +34,19 @@ class Started:
     log: Path
 
 
-def spawn(name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str] | None = None,
-          cwd: Path | None = None) -> Started:
+def spawn(
+    name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> Started:
     log = log_dir / f"{name}.log"
     with log.open("ab") as sink:
-        proc = subprocess.Popen(  # noqa: S603 - argv is built by us, never by a shell
-            list(argv), stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, cwd=cwd, start_new_session=True,
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
         )
     return Started(name, proc.pid, log)
 

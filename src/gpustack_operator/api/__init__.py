@@ -1,0 +1,1 @@
+"""Wire types, constants, label/annotation keys and the CRD schema source. No I/O."""
