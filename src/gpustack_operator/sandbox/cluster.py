@@ -42,6 +42,7 @@ class State:
     kubeconfig: str
     ports: dict[str, int]
     pids: dict[str, int] = field(default_factory=dict)
+    argv: dict[str, list[str]] = field(default_factory=dict)
     started_at: float = field(default_factory=time.time)
 
     def save(self) -> None:
@@ -100,6 +101,7 @@ class Sandbox:
         assert self.state is not None
         started = process.spawn(name, argv, self.run_dir / "logs")
         self.state.pids[name] = started.pid
+        self.state.argv[name] = list(argv)
         self.state.save()
         return started
 
@@ -303,6 +305,20 @@ class Sandbox:
                 last = str(err)
             await asyncio.sleep(0.3)
         raise SandboxError(f"Kueue's pod webhook is not answering: {last}")
+
+    async def restart(self, name: str, *, kill: bool = False) -> float:
+        """Stop one component (SIGTERM, or SIGKILL when kill) and start it again with the same command line.
+
+        Tests use this to prove clients survive an apiserver restart; returns seconds until ready again.
+        """
+        state = self.state
+        if state is None or name not in state.pids:
+            raise SandboxError(f"{name} is not running in {self.run_dir}")
+        pid = state.pids[name]
+        await asyncio.to_thread(process.stop, pid, 0.0 if kill else 10.0)
+        t0 = time.monotonic()
+        await self._launch(name, state.argv[name], self.probes(components.Ports(**state.ports))[name])
+        return time.monotonic() - t0
 
     # ---- down / status -------------------------------------------------------------------------------------
     async def down(self) -> list[str]:

@@ -1,0 +1,1 @@
+"""Per-node agent: accelerator detection, NodeFeature/Devices reporting, and the kubelet device plugin."""
