@@ -1,0 +1,1 @@
+"""Level-based reconcilers of the worker, and the manager that runs them."""
