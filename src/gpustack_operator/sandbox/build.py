@@ -99,20 +99,23 @@ def missing_binaries(directory: Path | None = None) -> list[str]:
     return [name for name in BINARIES if not (directory / name).is_file()]
 
 
-_MISSING_MODULE = re.compile(
-    r"(?:missing go\.sum entry for module providing package|module ([^\s:]+)(?:@\S+)?: "
-    r"(?:reading|not found|unknown revision|invalid version))\s*(\S*)"
+_MISSING = (
+    # go: example.com/mod@v1.2.3: reading https://proxy/...: 404 Not Found
+    # go: module example.com/mod@v1.2.3: unknown revision
+    re.compile(r"(?:module )?(\S+@\S+): (?:reading|unknown revision|invalid version|verifying)"),
+    re.compile(r"missing go\.sum entry for module providing package (\S+)"),
+    re.compile(r"no required module provides package (\S+?);?(?:\s|$)"),
+    re.compile(r"cannot find module providing package (\S+)"),
 )
 
 
 def missing_module(log_text: str) -> str | None:
-    """The module `go` could not get, read from its output, or None."""
+    """The module (or package) `go` could not get, read from its output, or None."""
     for line in log_text.splitlines():
-        match = _MISSING_MODULE.search(line)
-        if match:
-            return match.group(1) or match.group(2) or line.strip()
-        if "no required module provides package" in line or "cannot find module providing" in line:
-            return line.strip()
+        for pattern in _MISSING:
+            match = pattern.search(line)
+            if match:
+                return match.group(1).rstrip(":;")
     return None
 
 

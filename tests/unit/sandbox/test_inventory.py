@@ -1,0 +1,66 @@
+"""Inventory files become kwok Nodes with what a kubelet and NFD would publish."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpustack_operator.sandbox import inventory
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "inventory.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_default_inventory_has_the_promised_fleet() -> None:
+    nodes = {n.name: n for n in inventory.load()}
+    gpus = {name: [(g.manufacturer, g.product, g.count) for g in n.gpus] for name, n in nodes.items()}
+    assert gpus["h100-0"] == gpus["h100-1"] == [("nvidia", "NVIDIA H100 80GB HBM3", 8)]
+    assert gpus["a10-0"] == [("nvidia", "NVIDIA A10", 4)]
+    assert gpus["ascend-0"] == [("ascend", "Ascend910B2", 8)]
+    assert nodes["ascend-0"].arch == "arm64"
+    assert [n for n, g in gpus.items() if not g] == ["cpu-0", "cpu-1"]
+
+
+def test_node_manifest_sets_capacity_nfd_labels_and_kwok_annotation() -> None:
+    node = next(n for n in inventory.load() if n.name == "a10-0")
+    manifest = inventory.node_manifest(node)
+    meta = manifest["metadata"]
+    assert meta["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    assert meta["labels"]["feature.node.kubernetes.io/pci-10de.present"] == "true"
+    assert meta["labels"]["feature.node.kubernetes.io/cpu-model.family"] == "6"
+    assert meta["annotations"]["feature.gpustack.ai/cpu-name"].startswith("Intel(R) Xeon(R) Platinum 8358")
+    assert manifest["status"]["capacity"]["nvidia.com/gpu"] == "4"
+    assert manifest["status"]["capacity"]["cpu"] == "64"  # 32 cores x 2 threads
+    assert manifest["status"]["allocatable"] == manifest["status"]["capacity"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("nodes: {}", "expected a mapping with a 'nodes' list", id="nodes-not-a-list"),
+        pytest.param("nodes:\n- cpu: {cores: 1}", "nodes[0].name: required", id="missing-name"),
+        pytest.param(
+            "nodes:\n- {name: a, cpu: {cores: 0}}", "cpu.cores: must be a positive integer", id="zero-cores"
+        ),
+        pytest.param(
+            "nodes:\n- {name: a, cpu: {cores: 1},\n"
+            "   gpus: [{manufacturer: acme, product: x, count: 1, memoryMiB: 1}]}",
+            "unknown manufacturer 'acme'",
+            id="unknown-manufacturer",
+        ),
+        pytest.param(
+            "nodes:\n- {name: a, cpu: {cores: 1}}\n- {name: a, cpu: {cores: 1}}",
+            "duplicate node names ['a']",
+            id="duplicate-names",
+        ),
+        pytest.param("nodes: [", "cannot read inventory", id="not-yaml"),
+    ],
+)
+def test_malformed_inventory_is_refused_with_the_place_named(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(inventory.InventoryError, match=None) as err:
+        inventory.load(write(tmp_path, text))
+    assert message in str(err.value)
