@@ -7,6 +7,7 @@ from typing import Any
 
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.conditions import conditions
 from tests.helpers import eventually
 
 GATE = "kueue.x-k8s.io/admission"
@@ -88,7 +89,7 @@ async def test_pod_is_gated_then_admitted_bound_and_running_and_overflow_stays_g
         workloads = await kube.list(resources.WORKLOADS, namespace)
         for wl in workloads:
             owners = [o["name"] for o in wl["metadata"].get("ownerReferences", [])]
-            conds = {c["type"]: c for c in wl.get("status", {}).get("conditions", [])}
+            conds = conditions(wl)
             if "second" in owners and "QuotaReserved" in conds:
                 return conds["QuotaReserved"]["status"] == "False"
         return False

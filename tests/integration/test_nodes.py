@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.conditions import is_true
 from gpustack_operator.sandbox import inventory
 
 
 async def test_gpu_node_from_inventory_is_ready_with_gpu_capacity_and_nfd_labels(kube: Client) -> None:
     node = await kube.get(resources.NODES, "h100-0")
-    conditions = {c["type"]: c["status"] for c in node["status"]["conditions"]}
-    assert conditions["Ready"] == "True"
+    assert is_true(node, "Ready")
     assert node["status"]["capacity"]["nvidia.com/gpu"] == "8"
     assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
     labels = node["metadata"]["labels"]

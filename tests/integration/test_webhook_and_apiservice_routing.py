@@ -17,6 +17,7 @@ from aiohttp import web
 from gpustack_operator.certs import pki
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.conditions import is_true
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
 from tests.helpers import eventually
@@ -179,9 +180,7 @@ async def test_apiserver_proxies_apiservice_with_front_proxy_identity(
     kube: Client, routed: HookServer
 ) -> None:
     async def available() -> bool:
-        svc = await kube.get(resources.APISERVICES, f"{VERSION}.{GROUP}")
-        conds = {c["type"]: c["status"] for c in svc.get("status", {}).get("conditions", [])}
-        return conds.get("Available") == "True"
+        return is_true(await kube.get(resources.APISERVICES, f"{VERSION}.{GROUP}"), "Available")
 
     await eventually(available, timeout=60, what="APIService Available")
     listing = await eventually(

@@ -22,6 +22,7 @@ import yaml
 
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client, connect
+from gpustack_operator.kube.conditions import is_true
 from gpustack_operator.sandbox import build, components, health, inventory, kueue, kwok, process
 from gpustack_operator.sandbox.pki import ClusterPKI, generate, write_kubeconfig
 
@@ -227,9 +228,7 @@ class Sandbox:
         pending = set(names)
         while pending and time.monotonic() < deadline:
             for name in sorted(pending):
-                crd = await client.get(resources.CRDS, name)
-                conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
-                if conds.get("Established") == "True":
+                if is_true(await client.get(resources.CRDS, name), "Established"):
                     pending.discard(name)
             if pending:
                 await asyncio.sleep(0.2)
@@ -353,6 +352,5 @@ class Sandbox:
 
 
 def _node_schedulable(node: dict[str, Any]) -> bool:
-    conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
-    taints = [t["key"] for t in node.get("spec", {}).get("taints", []) or []]
-    return conds.get("Ready") == "True" and "node.kubernetes.io/not-ready" not in taints
+    taints = [t["key"] for t in (node.get("spec") or {}).get("taints") or []]
+    return is_true(node, "Ready") and "node.kubernetes.io/not-ready" not in taints

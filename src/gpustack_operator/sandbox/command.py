@@ -67,7 +67,8 @@ async def _run_async(args: argparse.Namespace) -> int:
         print(
             f"\nThe sandbox is up. Logs: {box.run_dir / 'logs'}\n"
             f"  export KUBECONFIG={box.kubeconfig}\n"
-            "  kubectl get nodes -L nvidia.com/gpu\n"
+            "  kubectl get nodes\n"
+            "  kubectl describe node h100-0   # capacity, NFD-style labels and CPU annotations\n"
             "  gpustack-operator sandbox status\n"
             "  gpustack-operator sandbox down"
         )
