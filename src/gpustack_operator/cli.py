@@ -7,7 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from gpustack_operator import __version__
+from gpustack_operator.device_manager import command as device_manager_command
 from gpustack_operator.sandbox import command as sandbox_command
+from gpustack_operator.worker import command as worker_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpustack-operator {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    worker_command.register(commands)
+    device_manager_command.register(commands)
     sandbox_command.register(commands)
     return parser
 

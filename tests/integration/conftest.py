@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from gpustack_operator.kube import resources
+from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.sandbox.cluster import Sandbox
+from tests.helpers import eventually
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -53,3 +54,33 @@ async def namespace(kube: Client) -> AsyncIterator[str]:
         yield name
     finally:
         await kube.delete(resources.NAMESPACES, name)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def kueue_namespace(kube: Client, namespace: str) -> str:
+    """A fresh namespace that Kueue's pod webhook already knows.
+
+    Kueue's webhook reads the Pod's Namespace from its informer cache, so a Pod created right after its
+    namespace can be refused with "namespace not found" — on a real cluster too. Wait until a dry-run
+    queued Pod is accepted.
+    """
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "probe-",
+            "namespace": namespace,
+            "labels": {"kueue.x-k8s.io/queue-name": "probe"},
+        },
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+    async def accepted() -> bool:
+        try:
+            await kube.create(resources.PODS, probe, dry_run=True)
+        except errors.KubeError:
+            return False
+        return True
+
+    await eventually(accepted, timeout=30, what=f"Kueue's webhook knows namespace {namespace}")
+    return namespace

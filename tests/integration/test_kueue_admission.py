@@ -28,8 +28,9 @@ def gpu_pod(name: str, namespace: str, queue: str, gpus: int) -> dict[str, Any]:
 
 
 async def test_pod_is_gated_then_admitted_bound_and_running_and_overflow_stays_gated(
-    kube: Client, namespace: str
+    kube: Client, kueue_namespace: str
 ) -> None:
+    namespace = kueue_namespace
     suffix = uuid.uuid4().hex[:6]
     flavor, cq, lq = f"a10-{suffix}", f"cq-{suffix}", "gpus"
     first = await kube.create(resources.PODS, gpu_pod("first", namespace, lq, 4))

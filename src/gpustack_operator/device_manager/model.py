@@ -26,6 +26,7 @@ class Card:
     minor: int = -1
     """Device node minor number (`/dev/nvidia<minor>`); -1 when unknown."""
     pci_bus_id: str = ""
+    """Domain:bus:device.function as sysfs spells it (`0000:3b:00.0`)."""
     pci_class: str = ""
     numa_affinity: str = ""
     cpu_affinity: str = ""
@@ -39,6 +40,23 @@ class Card:
     """False when the card cannot be logically sliced (e.g. MIG is enabled on it)."""
     detail_missing: str = ""
     """Why vendor-library detail is absent (e.g. the library is not installed); "" when complete."""
+    pci_root: str = ""
+    """The PCI host bridge (domain:bus) the card hangs under (`0000:3a`); "" when unknown."""
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """One card's live readings for `device-manager monitor`. Unreadable values stay at -1."""
+
+    manufacturer: str
+    uuid: str
+    index: int
+    healthy: bool
+    memory_total_mib: int = -1
+    memory_used_mib: int = -1
+    utilization_percent: int = -1
+    """Compute (SM / core) busy share over the library's last sample window."""
+    temperature_c: int = -1
 
 
 class Backend(Protocol):
@@ -48,6 +66,14 @@ class Backend(Protocol):
 
     def detect(self) -> list[Card]:
         """All cards this backend can see now. Raises DetectionError when the source itself fails."""
+        ...
+
+
+class MetricsSource(Protocol):
+    """A backend that can also read utilisation (NVML, amdsmi, the simulated backend)."""
+
+    def metrics(self) -> list[Metrics]:
+        """Live readings of every card; raises DetectionError when the source fails."""
         ...
 
 

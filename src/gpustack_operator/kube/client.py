@@ -2,23 +2,27 @@
 
 kubernetes-asyncio gives us kubeconfig and in-cluster auth and a pooled HTTPS session; its generated models
 are slow and do not cover CRDs, so every call here goes through one raw request path and returns dicts.
-Errors come back as our own hierarchy (kube.errors); throttling and unavailability are retried.
+Errors come back as our own hierarchy (kube.errors): a dropped connection or a restarting server is
+Unavailable, and transient errors are retried with runtime.Backoff (honouring Retry-After). Lists are
+paginated; `stream` hands the watch module a long-lived response line by line.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.resources import Resource
+from gpustack_operator.runtime import Backoff, Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +34,26 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
+DEFAULT_PAGE_SIZE = 500
+RETRY_BACKOFF = Backoff(base=0.2, cap=5.0, jitter=0.2)
+"""Between retries of one request: 0.2 s doubling to 5 s; the default 8 retries span about 20 s."""
+
 
 class Client:
     """Typed verbs over any Resource; construct with `connect()`."""
 
-    def __init__(self, api: k8s_client.ApiClient, retries: int = 5) -> None:
+    def __init__(
+        self,
+        api: k8s_client.ApiClient,
+        retries: int = 8,
+        *,
+        backoff: Backoff = RETRY_BACKOFF,
+        clock: Clock | None = None,
+    ) -> None:
         self._api = api
         self._retries = retries
+        self._backoff = backoff
+        self._clock: Clock = clock or MonotonicClock()
 
     @property
     def host(self) -> str:
@@ -51,6 +68,7 @@ class Client:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    # ---- transport -----------------------------------------------------------------------------------------
     async def request(
         self,
         method: str,
@@ -60,31 +78,62 @@ class Client:
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
         timeout: float | None = 60.0,
+        retries: int | None = None,
     ) -> JSONObj:
-        """One API request with retries of transient failures; returns the decoded JSON body."""
-        attempt = 0
+        """One API request, retrying transient failures up to `retries` times; returns the decoded body.
+
+        A request whose connection broke may have been applied before it broke, so a retried create can
+        answer AlreadyExists; pass `retries=0` where a caller must see the first failure (lease renewal).
+        """
+        attempts = self._backoff.attempts()
+        limit = self._retries if retries is None else retries
         while True:
             try:
-                return await self._request_once(method, path, body, params, content_type, timeout)
-            except errors.KubeError as err:
-                attempt += 1
-                if not err.transient or attempt > self._retries:
-                    raise
-                delay = err.retry_after if err.retry_after is not None else min(0.2 * 2**attempt, 5.0)
-                log.info("retrying %s %s in %.1fs after %s", method, path, delay, err.reason)
-                await asyncio.sleep(delay)
+                resp = await self._send(method, path, body, params, content_type, timeout)
+                async with resp:
+                    data = await resp.read()
+                    if not 200 <= resp.status <= 299:
+                        raise errors.from_response(resp.status, data, resp.headers.get("Retry-After"))
+                return json.loads(data) if data else {}
+            except (TimeoutError, aiohttp.ClientError) as exc:  # the answer was cut off or too slow
+                err: errors.KubeError = _unavailable(exc)
+            except errors.KubeError as exc:
+                err = exc
+            if not err.transient or attempts.failures >= limit:
+                raise err
+            delay = attempts.next_delay()
+            if err.retry_after is not None:
+                delay = err.retry_after
+            log.info("retrying %s %s in %.1fs after %s", method, path, delay, err.reason)
+            await self._clock.sleep(delay)
 
-    async def _request_once(
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, path: str, *, params: Mapping[str, str], read_timeout: float
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """GET a streaming response (a watch) and yield its lines; errors are ours, nothing is retried.
+
+        `read_timeout` bounds the silence between two chunks, so a connection that died without a FIN is
+        noticed; the caller picks it longer than the server's own watch timeout.
+        """
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=read_timeout)
+        resp = await self._send("GET", path, None, params, "application/json", timeout)
+        async with resp:
+            if not 200 <= resp.status <= 299:
+                raise errors.from_response(resp.status, await resp.read(), resp.headers.get("Retry-After"))
+            yield _lines(resp)
+
+    async def _send(
         self,
         method: str,
         path: str,
         body: Any,
         params: Mapping[str, str] | None,
         content_type: str,
-        timeout: float | None,
-    ) -> JSONObj:
+        timeout: float | aiohttp.ClientTimeout | None,
+    ) -> Any:
         try:
-            resp = await self._api.call_api(
+            return await self._api.call_api(
                 path,
                 method,
                 query_params=list((params or {}).items()),
@@ -94,13 +143,8 @@ class Client:
                 _preload_content=False,
                 _request_timeout=timeout,
             )
-        except (TimeoutError, OSError) as exc:
-            raise errors.Unavailable(status=0, reason="ConnectionError", message=str(exc)) from exc
-        async with resp:
-            data = await resp.read()
-            if not 200 <= resp.status <= 299:
-                raise errors.from_response(resp.status, data, resp.headers.get("Retry-After"))
-        return json.loads(data) if data else {}
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+            raise _unavailable(exc) from exc
 
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> JSONObj:
         return await self.request("GET", res.path(name, namespace))
@@ -111,6 +155,90 @@ class Client:
         except errors.NotFound:
             return None
 
+    async def list_page(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = DEFAULT_PAGE_SIZE,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+    ) -> JSONObj:
+        """One page of a list: the List object with `items` and `metadata.{resourceVersion,continue}`."""
+        params: dict[str, str] = {}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        if limit:
+            params["limit"] = str(limit)
+        if continue_token:
+            params["continue"] = continue_token
+        elif resource_version is not None:
+            params["resourceVersion"] = resource_version
+        return await self.request("GET", res.path(namespace=namespace), params=params)
+
+    async def list_pages(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        resource_version: str | None = None,
+    ) -> AsyncIterator[JSONObj]:
+        """Every page of one consistent snapshot, in order (the first page carries its resourceVersion).
+
+        A caller that digests each page before asking for the next never holds the whole list twice. A
+        continue token that expired mid-list raises Gone; the caller lists again from the start.
+        `resource_version` ("0": any cached state is fine) applies to the first page; the others follow
+        the snapshot their continue token names.
+        """
+        token: str | None = None
+        while True:
+            page = await self.list_page(
+                res,
+                namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                limit=page_size,
+                continue_token=token,
+                resource_version=resource_version,
+            )
+            token = (page.get("metadata") or {}).get("continue")
+            yield page
+            if not token:
+                return
+
+    async def list_all(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        resource_version: str | None = None,
+    ) -> tuple[list[JSONObj], str]:
+        """Every object, page by page, from one consistent snapshot; returns (items, its resourceVersion)."""
+        items: list[JSONObj] = []
+        version = ""
+        pages = self.list_pages(
+            res,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            page_size=page_size,
+            resource_version=resource_version,
+        )
+        async for page in pages:
+            items.extend(page.get("items") or ())
+            version = version or str((page.get("metadata") or {}).get("resourceVersion") or "")
+        return items, version
+
     async def list(
         self,
         res: Resource,
@@ -119,13 +247,10 @@ class Client:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> list[JSONObj]:
-        params: dict[str, str] = {}
-        if label_selector:
-            params["labelSelector"] = label_selector
-        if field_selector:
-            params["fieldSelector"] = field_selector
-        doc = await self.request("GET", res.path(namespace=namespace), params=params)
-        return list(doc.get("items") or [])
+        items, _ = await self.list_all(
+            res, namespace, label_selector=label_selector, field_selector=field_selector
+        )
+        return items
 
     async def create(
         self, res: Resource, obj: JSONObj, namespace: str | None = None, dry_run: bool = False
@@ -173,6 +298,34 @@ class Client:
             params={"fieldManager": FIELD_MANAGER},
         )
 
+    async def json_patch(
+        self,
+        res: Resource,
+        name: str,
+        ops: Sequence[JSONObj],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> JSONObj:
+        """RFC 6902 patch; build `ops` with kube.patches (a `test` op makes it a precondition)."""
+        return await self.patch(
+            res, name, ops, namespace=namespace, content_type=JSON_PATCH, subresource=subresource
+        )
+
+    async def patch_status(
+        self,
+        res: Resource,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        content_type: str = MERGE_PATCH,
+    ) -> JSONObj:
+        """Patch the status subresource (a merge patch unless content_type says otherwise)."""
+        return await self.patch(
+            res, name, patch, namespace=namespace, content_type=content_type, subresource="status"
+        )
+
     async def delete(
         self,
         res: Resource,
@@ -197,3 +350,27 @@ async def connect(kubeconfig: Path | None = None) -> Client:
     else:
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     return Client(k8s_client.ApiClient(configuration))
+
+
+def _unavailable(exc: BaseException) -> errors.Unavailable:
+    err = errors.Unavailable(status=0, reason="ConnectionError", message=str(exc) or type(exc).__name__)
+    err.__cause__ = exc
+    return err
+
+
+async def _lines(resp: Any) -> AsyncIterator[bytes]:
+    """Split a chunked response into its non-empty lines; a broken connection is Unavailable."""
+    pending = bytearray()
+    try:
+        async for chunk in resp.content.iter_any():
+            pending += chunk
+            start = 0
+            while (end := pending.find(b"\n", start)) >= 0:
+                if end > start:
+                    yield bytes(pending[start:end])
+                start = end + 1
+            del pending[:start]
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise _unavailable(exc) from exc
+    if pending.strip():
+        yield bytes(pending)

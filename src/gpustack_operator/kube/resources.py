@@ -76,6 +76,9 @@ ADMISSION_CHECKS = Resource(KUEUE_GROUP, "v1beta2", "admissionchecks", "Admissio
 
 NODE_FEATURES = Resource("nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", "NodeFeature", namespaced=True)
 
+DEVICES = Resource("worker.gpustack.ai", "v1alpha1", "devices", "Devices", namespaced=False)
+"""Our per-node inventory and ledger (stored version of the CRD)."""
+
 CORE_AND_EXTENSIONS: tuple[Resource, ...] = (
     NAMESPACES,
     NODES,
@@ -97,6 +100,7 @@ CORE_AND_EXTENSIONS: tuple[Resource, ...] = (
     WORKLOADS,
     ADMISSION_CHECKS,
     NODE_FEATURES,
+    DEVICES,
 )
 
 

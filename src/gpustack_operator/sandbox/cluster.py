@@ -20,10 +20,12 @@ from typing import Any
 
 import yaml
 
+from gpustack_operator.api import crds as our_crds
+from gpustack_operator.api.keys import DEFAULT_SYSTEM_NAMESPACE
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.conditions import is_true
-from gpustack_operator.sandbox import build, components, health, inventory, kueue, kwok, process
+from gpustack_operator.sandbox import build, components, health, inventory, kueue, kwok, nodeagents, process
 from gpustack_operator.sandbox.pki import ClusterPKI, generate, write_kubeconfig
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,8 @@ class State:
     pids: dict[str, int] = field(default_factory=dict)
     argv: dict[str, list[str]] = field(default_factory=dict)
     started_at: float = field(default_factory=time.time)
+    agent_probes: dict[str, str] = field(default_factory=dict)
+    """Readiness URLs of the per-node agents (kubelet stand-ins, device managers) by process name."""
 
     def save(self) -> None:
         (Path(self.run_dir) / STATE_FILE).write_text(json.dumps(asdict(self), indent=2))
@@ -117,6 +121,10 @@ class Sandbox:
             "kube-scheduler": health.Probe(f"https://127.0.0.1:{ports.scheduler}/readyz"),
             "kwok": health.Probe(f"http://127.0.0.1:{ports.kwok}/healthz"),
             "kueue": health.Probe(f"http://127.0.0.1:{ports.kueue_health}/readyz"),
+            **{
+                name: health.Probe(url)
+                for name, url in (self.state.agent_probes if self.state else {}).items()
+            },
         }
 
     async def _launch(self, name: str, argv: list[str], probe: health.Probe, timeout: float = 120.0) -> None:
@@ -137,7 +145,15 @@ class Sandbox:
                 "run `gpustack-operator sandbox build`"
             )
         t0 = time.monotonic()
-        for sub in ("etcd", "logs", "kueue-certs", "apiserver-certs", "kcm-certs", "scheduler-certs"):
+        for sub in (
+            "etcd",
+            "logs",
+            "kueue-certs",
+            "apiserver-certs",
+            "kcm-certs",
+            "scheduler-certs",
+            "nodes",
+        ):
             shutil.rmtree(self.run_dir / sub, ignore_errors=True)
             (self.run_dir / sub).mkdir(parents=True)
         generate(self.certs.directory)
@@ -174,6 +190,7 @@ class Sandbox:
             crds = kueue.crds(kueue_mod, ports.kueue_webhook) + [
                 d for d in yaml.safe_load_all((nfd_mod / NFD_CRDS).read_text()) if d
             ]
+            crds += our_crds.custom_resource_definitions()
             await asyncio.gather(*(client.apply(resources.CRDS, crd) for crd in crds))
             await asyncio.gather(
                 self._launch(
@@ -220,8 +237,27 @@ class Sandbox:
                 self._create_nodes(client),
             )
             await self._wait_kueue_webhook(client)
+            await self._start_node_agents(client)
         finally:
             await client.close()
+
+    async def _start_node_agents(self, client: Client) -> None:
+        """A kubelet stand-in, then a device manager, for every GPU node (see sandbox/nodeagents.py)."""
+        assert self.state is not None
+        await client.apply(resources.NAMESPACES, {"metadata": {"name": DEFAULT_SYSTEM_NAMESPACE}})
+        pairs = [
+            nodeagents.agents(self.run_dir, self.kubeconfig, self.inventory_file, node)
+            for node in inventory.load(self.inventory_file)
+            if node.gpus
+        ]
+        for pair in pairs:
+            self.state.agent_probes.update({agent.name: agent.probe for agent in pair})
+
+        async def start(pair: tuple[nodeagents.Agent, nodeagents.Agent]) -> None:
+            for agent in pair:
+                await self._launch(agent.name, agent.argv, health.Probe(agent.probe))
+
+        await asyncio.gather(*(start(pair) for pair in pairs))
 
     async def _wait_established(self, client: Client, names: list[str], timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout

@@ -3,6 +3,8 @@
 kwok takes the stock "fast" node and pod stages from its own module, heartbeats nodes through Leases (so the
 node-lifecycle controller sees them alive), and one stage of ours that finishes a plain Pod on request: the
 stock completion stage only handles Job-owned pods, and tests need to free Kueue quota held by a Pod.
+A pod that asks for an extended resource starts only once the node's kubelet stand-in has admitted it (run
+the device plugin's Allocate), as a real kubelet admits a pod before its containers start.
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ import yaml
 MANAGED_ANNOTATION = "kwok.x-k8s.io/node"
 # Set this annotation to "true" on a Running pod to make it Succeed (frees its Kueue quota).
 COMPLETE_ANNOTATION = "sandbox.gpustack.ai/complete"
+# The kubelet stand-in sets this to "true" once a pod passed admission (device plugin Allocate included).
+ADMITTED_ANNOTATION = "sandbox.gpustack.ai/admitted"
+ADMISSION_GATE = (
+    "([(.spec.initContainers // [])[], (.spec.containers // [])[] | (.resources.limits // {}) | keys[]"
+    ' | select(contains("/"))] | length == 0)'
+    f' or (.metadata.annotations["{ADMITTED_ANNOTATION}"] == "true")'
+)
+"""jq: true for a pod without extended resources, or one the stand-in admitted."""
 STAGE_FILES = (
     "kustomize/stage/node/fast/node-initialize.yaml",
     "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
@@ -65,5 +75,9 @@ def configuration(module: Path, node_lease_seconds: int = 40) -> str:
     ]
     for rel in STAGE_FILES:
         docs.extend(d for d in yaml.safe_load_all((module / rel).read_text()) if d)
+    for doc in docs:
+        if doc.get("kind") == "Stage" and doc["metadata"]["name"] == "pod-ready":
+            gate = {"key": ADMISSION_GATE, "operator": "In", "values": ["true"]}
+            doc["spec"]["selector"]["matchExpressions"].append(gate)
     docs.append(_complete_on_request())
     return yaml.safe_dump_all(docs, sort_keys=False)

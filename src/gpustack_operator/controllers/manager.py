@@ -1,0 +1,134 @@
+"""The manager: shared informers for every controller, leader election, and the controllers' lifetime.
+
+Controllers declare what they watch (`ControllerSpec`); the manager asks one informer factory for those
+watches, so two controllers watching Nodes share one watch and one cache. Informers run on every replica
+(a standby's caches are warm when it takes over); controllers run only on the leader, and only after every
+cache has synced, so a reconciler never mistakes a cache still filling for objects that are gone.
+
+Leadership is a loop: campaign, lead (renew the lease and run the controllers), and when a renewal fails
+past its deadline, fence the controllers (stop at once, reconciles in flight cancelled) and campaign again.
+On shutdown the order is the reverse of startup: controllers finish the reconciles in flight, then the
+lease is released so a standby takes over at once instead of waiting for it to expire.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gpustack_operator.controllers.controller import Controller
+from gpustack_operator.controllers.metrics import Metrics
+from gpustack_operator.controllers.watches import ControllerSpec, Watch
+from gpustack_operator.kube.events import EventRecorder
+from gpustack_operator.kube.informer import Informer, InformerFactory
+from gpustack_operator.kube.lease import LeaderElector
+from gpustack_operator.runtime import Clock, Supervisor
+
+__all__ = ["Manager"]
+
+log = logging.getLogger(__name__)
+
+LEASE_RENEWAL = "lease renewal"
+
+
+class Manager:
+    """Runs registered controllers under leader election (see the module docstring)."""
+
+    def __init__(
+        self,
+        informers: InformerFactory,
+        *,
+        elector: LeaderElector | None = None,
+        recorder: EventRecorder | None = None,
+        metrics: Metrics | None = None,
+        clock: Clock | None = None,
+        drain_grace: float = 5.0,
+    ) -> None:
+        self.metrics = metrics or Metrics()
+        self._informers = informers
+        self._elector = elector
+        self._recorder = recorder
+        self._clock = clock
+        self._drain_grace = drain_grace
+        self._controllers: dict[str, Controller] = {}
+        self._synced = False
+        self._leader_gauge = self.metrics.leader.labels(elector.config.name if elector else "none")
+        self.metrics.watch_relists(lambda: ((i.name, i.relists) for i in informers.informers))
+
+    @property
+    def controllers(self) -> dict[str, Controller]:
+        return dict(self._controllers)
+
+    @property
+    def synced(self) -> bool:
+        """Every informer has listed once (the readiness check)."""
+        return self._synced
+
+    @property
+    def leading(self) -> bool:
+        return self._elector.is_leader if self._elector else self._synced
+
+    def add(self, spec: ControllerSpec) -> Controller:
+        """Register a controller (before `run()`); its informers are created or shared now."""
+        if spec.name in self._controllers:
+            raise ValueError(f"a controller named {spec.name!r} is already registered")
+        sources = [(w, self._informer(w)) for w in (spec.primary, *spec.watches)]
+        controller = Controller(
+            spec,
+            sources,
+            metrics=self.metrics,
+            recorder=self._recorder,
+            clock=self._clock,
+            drain_grace=self._drain_grace,
+        )
+        self._controllers[spec.name] = controller
+        return controller
+
+    async def run(self) -> None:
+        """Run informers, the event recorder and (while leading) the controllers, until cancelled."""
+        async with Supervisor("manager") as sup:
+            self._informers.start(sup)
+            if self._recorder is not None:
+                sup.spawn("event recorder", self._recorder.run, restart="on-failure")
+            sup.spawn("controllers", self._lead_forever)
+            ended = await sup.wait()
+        raise RuntimeError(f"manager: {ended.name} ended unexpectedly") from ended.error
+
+    async def _lead_forever(self) -> None:
+        await self._informers.wait_for_sync()
+        self._synced = True
+        log.info("Caches synced; controllers registered: %s", ", ".join(self._controllers) or "none")
+        while True:
+            if self._elector is not None:
+                await self._elector.acquire()
+            self._leader_gauge.set(1)
+            try:
+                ended = await self._lead()
+            finally:
+                self._leader_gauge.set(0)
+                if self._elector is not None and self._elector.is_leader:
+                    await self._elector.release()
+            if ended != LEASE_RENEWAL:
+                raise RuntimeError(f"manager: {ended} ended while leading")
+
+    async def _lead(self) -> str:
+        """Run the controllers until one ends or leadership is lost; return the name of what ended."""
+        async with Supervisor("leading") as sup:
+            if self._elector is not None:
+                sup.spawn(LEASE_RENEWAL, self._elector.hold)
+            for name, controller in self._controllers.items():
+                sup.spawn(f"controller {name}", controller.run)
+            ended = await sup.wait()
+            if ended.name == LEASE_RENEWAL:
+                for controller in self._controllers.values():
+                    controller.fence()
+        if ended.error is not None:
+            log.error("Manager: %s failed while leading", ended.name, exc_info=ended.error)
+        return ended.name
+
+    def _informer(self, watch: Watch) -> Informer:
+        return self._informers.informer(
+            watch.resource,
+            namespace=watch.namespace,
+            label_selector=watch.label_selector,
+            field_selector=watch.field_selector,
+        )

@@ -1,0 +1,213 @@
+"""Allocate for every resource server of one node: identify, check, reserve, record, respond.
+
+The node's Allocates are serialised by one asyncio lock around identify -> cross-mode check -> reserve,
+so a batch of identical pods maps one-to-one onto distinct pods and two modes never take one card. The
+pod list comes from the informer cache and, when the cache shows no matching pod yet, from the API server;
+with still no match the call is retried a few times (the binding may not be visible yet) and then fails,
+which the kubelet turns into a failed admission. The durable record - the pod annotation - and the
+per-container work directory are written after the lock is released, under a per-pod lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gpustack_operator.api.types.devices import DeviceAllocationMode
+from gpustack_operator.device_manager.allocator import pods as p
+from gpustack_operator.device_manager.allocator.annotation import ANNOTATION, encode, pod_allocations
+from gpustack_operator.device_manager.allocator.identify import Tier
+from gpustack_operator.device_manager.allocator.plan import Plan, Planner
+from gpustack_operator.device_manager.allocator.preference import prefer
+from gpustack_operator.device_manager.allocator.reservations import Reservations
+from gpustack_operator.device_manager.allocator.workdirs import HostPaths, WorkDirs
+from gpustack_operator.device_manager.plugin import ids
+from gpustack_operator.device_manager.plugin.handler import (
+    AllocateError,
+    AllocationRefusedError,
+    ContainerResponse,
+    PodNotFoundError,
+    ResourceSpec,
+)
+from gpustack_operator.device_manager.plugin.inventory import CardInfo, Inventory
+
+log = logging.getLogger(__name__)
+Pod = dict[str, Any]
+
+
+class PodSource(Protocol):
+    """The pods bound to this node."""
+
+    def cached(self) -> list[Pod]:
+        """The informer's current view (may lag the API server)."""
+        ...
+
+    async def fresh(self) -> list[Pod]:
+        """A list straight from the API server."""
+        ...
+
+
+class PodWriter(Protocol):
+    async def annotate(self, pod: Mapping[str, Any], key: str, value: str) -> None:
+        """Set one annotation on the pod (failing if the pod was replaced)."""
+        ...
+
+
+@dataclass(frozen=True)
+class AllocatorConfig:
+    node_name: str
+    retries: int = 5
+    retry_interval: float = 3.0
+    paths: HostPaths = field(default_factory=HostPaths)
+
+
+class Allocator:
+    """The AllocationHandler of every ResourceServer on the node."""
+
+    def __init__(
+        self,
+        inventories: Mapping[str, Inventory],
+        pods: PodSource,
+        writer: PodWriter,
+        config: AllocatorConfig,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.inventories = inventories
+        self.pods = pods
+        self.writer = writer
+        self.config = config
+        self.on_change = on_change
+        self.reservations = Reservations()
+        self.planner = Planner(self.reservations, config.paths)
+        self.workdirs = WorkDirs(config.paths)
+        self._lock = asyncio.Lock()
+        self._pod_locks: dict[str, asyncio.Lock] = {}
+
+    # ---- AllocationHandler ---------------------------------------------------------------------------------
+    async def allocate(self, resource: ResourceSpec, device_ids: Sequence[str]) -> ContainerResponse:
+        started = time.perf_counter()
+        devices, cards = self._resolve(resource, device_ids)
+        plan = await self._identify(resource, devices, cards)
+        if plan.allocation is not None:
+            await self._record(plan)
+        log.info(
+            "allocated resource=%s pod=%s container=%s devices=%s in %.1fms",
+            resource.name,
+            p.pod_key(plan.pod),
+            plan.container,
+            ",".join(device_ids),
+            (time.perf_counter() - started) * 1000,
+        )
+        return plan.response
+
+    def preferred(
+        self, resource: ResourceSpec, available: Sequence[str], must_include: Sequence[str], size: int
+    ) -> list[str]:
+        inventory = self.inventories.get(resource.manufacturer)
+        order = {card.key: card.index for card in inventory.cards()} if inventory else {}
+        holdings = self.planner.holdings(self.pods.cached())
+        return prefer(resource.mode, available, must_include, size, holdings, order)
+
+    # ---- lifecycle hooks -----------------------------------------------------------------------------------
+    def release(self, pod: Mapping[str, Any]) -> None:
+        """The pod is gone or finished: it holds nothing any more (its work dir goes with `collect`)."""
+        uid = p.pod_uid(pod)
+        if self.reservations.get(uid) is not None:
+            self.reservations.release(uid)
+            log.info("released reservation pod=%s", p.pod_key(pod))
+        lock = self._pod_locks.get(uid)
+        if lock is not None and not lock.locked():
+            del self._pod_locks[uid]
+
+    def collect(self, live_pods: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Remove the work dirs of pods that are neither on the node nor being allocated right now."""
+        keep = {p.pod_uid(pod) for pod in live_pods} | {uid for uid, _ in self.reservations.items()}
+        return self.workdirs.collect(keep)
+
+    # ---- steps ---------------------------------------------------------------------------------------------
+    def _resolve(
+        self, resource: ResourceSpec, device_ids: Sequence[str]
+    ) -> tuple[list[ids.DeviceID], dict[tuple[str, str], CardInfo]]:
+        inventory = self.inventories.get(resource.manufacturer)
+        if inventory is None or not device_ids:
+            raise AllocationRefusedError(
+                f"{resource.name}: no devices of {resource.manufacturer} to allocate"
+            )
+        devices: list[ids.DeviceID] = []
+        cards: dict[tuple[str, str], CardInfo] = {}
+        for device_id in device_ids:
+            try:
+                device = ids.parse_id(device_id)
+            except ids.InvalidDeviceIDError as err:
+                raise AllocationRefusedError(f"{resource.name}: {err}") from err
+            card = inventory.card(device.card)
+            if card is None or not ids.valid_in(device, resource.mode, card.max_slices):
+                raise AllocationRefusedError(f"{resource.name}: unknown device {device_id!r}")
+            if not card.healthy and resource.mode is not DeviceAllocationMode.VISIBILITY:
+                raise AllocationRefusedError(f"{resource.name}: device {device_id} is on unhealthy card")
+            devices.append(device)
+            cards.setdefault(card.key, card)
+        return devices, cards
+
+    async def _identify(
+        self, resource: ResourceSpec, devices: list[ids.DeviceID], cards: dict[tuple[str, str], CardInfo]
+    ) -> Plan:
+        for attempt in range(self.config.retries + 1):
+            if attempt:
+                await asyncio.sleep(self.config.retry_interval)
+            async with self._lock:
+                plan = self._plan(resource, devices, cards, self.pods.cached())
+                if plan is None or plan.tier is not Tier.FEASIBLE:
+                    # The cache may not show the binding yet: a pod holding cards already, or one the
+                    # cards do not fit, is only taken when the API server has nothing better.
+                    plan = self._plan(resource, devices, cards, await self.pods.fresh())
+                if plan is not None:
+                    if plan.allocation is None:
+                        self.reservations.mark_served(
+                            p.pod_uid(plan.pod), p.pod_key(plan.pod), plan.container
+                        )
+                    else:
+                        self.reservations.reserve(
+                            p.pod_uid(plan.pod), p.pod_key(plan.pod), plan.container, plan.allocation
+                        )
+                    return plan
+            log.info(
+                "no pending pod on node=%s asks for %d %s yet (attempt %d)",
+                self.config.node_name,
+                len(devices),
+                resource.name,
+                attempt + 1,
+            )
+        raise PodNotFoundError(
+            f"no pending pod on node {self.config.node_name} has a container whose {resource.name} limit "
+            f"is {len(devices)}"
+        )
+
+    def _plan(
+        self,
+        resource: ResourceSpec,
+        devices: list[ids.DeviceID],
+        cards: dict[tuple[str, str], CardInfo],
+        pods: list[Pod],
+    ) -> Plan | None:
+        if resource.mode is DeviceAllocationMode.VISIBILITY:
+            return self.planner.mirror(resource, len(devices), pods)
+        return self.planner.plan(resource, devices, cards, pods)
+
+    async def _record(self, plan: Plan) -> None:
+        uid, key = p.pod_uid(plan.pod), p.pod_key(plan.pod)
+        try:
+            async with self._pod_locks.setdefault(uid, asyncio.Lock()):
+                merged = {**pod_allocations(plan.pod), **self.reservations.containers(uid)}
+                await self.writer.annotate(plan.pod, ANNOTATION, encode(merged))
+                if plan.work_dir:
+                    self.workdirs.prepare(uid, plan.container, plan.work_dir)
+        except Exception as err:
+            self.reservations.unreserve(uid, plan.container)
+            log.error("recording allocation failed pod=%s container=%s: %s", key, plan.container, err)
+            raise AllocateError(f"cannot record the allocation of pod {key}: {err}") from err
+        self.on_change()

@@ -1,0 +1,50 @@
+"""What a per-manufacturer detector is, and the stand-in for manufacturers without a Python binding.
+
+Each manufacturer module under ``detector/`` offers one ``VendorDetector``: given the manufacturer's PCI
+functions it returns full ``Card``s from the vendor's management library, or raises
+``LibraryUnavailableError`` saying why it cannot (package not installed, shared library missing, driver not
+loaded). The hardware backend then reports those cards from PCI facts alone, so the node is never
+silently empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from gpustack_operator.device_manager.detector.pci import PciDevice
+from gpustack_operator.device_manager.model import Card, DetectionError, Metrics
+
+
+class LibraryUnavailableError(DetectionError):
+    """The vendor library cannot be used on this node; the message is what `detail_missing` reports."""
+
+
+class VendorDetector(Protocol):
+    """Full detail of one manufacturer's cards from its management library."""
+
+    manufacturer: str
+
+    def cards(self, pci: Sequence[PciDevice]) -> list[Card]:
+        """The manufacturer's cards; raises LibraryUnavailableError when the library cannot be used."""
+        ...
+
+    def metrics(self) -> list[Metrics]:
+        """Live readings of the cards; raises LibraryUnavailableError when the library cannot be used."""
+        ...
+
+
+class PciOnly:
+    """A manufacturer whose management library has no Python binding: the bus is all we can read."""
+
+    def __init__(self, manufacturer: str, library: str) -> None:
+        self.manufacturer = manufacturer
+        self.library = library
+
+    def cards(self, pci: Sequence[PciDevice]) -> list[Card]:
+        raise LibraryUnavailableError(
+            f"no Python binding of {self.library} is available; reporting PCI facts only"
+        )
+
+    def metrics(self) -> list[Metrics]:
+        raise LibraryUnavailableError(f"no Python binding of {self.library} is available")

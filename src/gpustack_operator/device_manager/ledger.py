@@ -1,0 +1,98 @@
+"""Devices.status, the per-card ledger, rebuilt wholesale from the pods' allocation annotations.
+
+The device plugin records every allocation on its pod (`device.gpustack.ai/accelerator.allocated`, see
+``allocator.annotation``); the pods are the only durable record, so the ledger is a pure function of the
+Devices spec and the node's pods (contract §2.5). Every card starts free (mode None, 1,600,000 units);
+each pod, oldest first, folds its containers in name order, setting the card's mode and taking its units;
+a pod that would put a card held in one mode into another is skipped whole and reported. The fold is the
+allocator's own (``allocator.holdings``), so the ledger and Allocate's cross-mode check never disagree,
+and a restarted device manager rebuilds exactly the same ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpustack_operator.api.types.devices import AcceleratorAllocation, DevicesSpec, DevicesStatus
+from gpustack_operator.device_manager.allocator.annotation import ANNOTATION, decode
+from gpustack_operator.device_manager.allocator.holdings import Holdings
+from gpustack_operator.device_manager.allocator.pods import age_key, is_active, pod_key
+from gpustack_operator.kube import errors, resources
+from gpustack_operator.kube.client import Client
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Rebuild:
+    """The rebuilt status and the pods it could not count (`namespace/name`)."""
+
+    status: DevicesStatus
+    conflicts: list[str] = field(default_factory=list)
+    """Pods skipped because they hold a card in a mode another pod already holds it in."""
+    unreadable: list[str] = field(default_factory=list)
+    """Pods whose annotation cannot be parsed: their cards read free while they may still hold them."""
+
+
+def remaining_of(entry: AcceleratorAllocation) -> int:
+    """A ledger entry's remaining units (absent means 0: the field is omitted when empty)."""
+    return int(entry.get("remaining", 0))
+
+
+def _status(spec: DevicesSpec, holdings: Holdings) -> DevicesStatus:
+    groups = []
+    for group in spec.get("groups", []):
+        entries: list[AcceleratorAllocation] = []
+        for acc in group.get("accelerators", []):
+            holding = holdings.get((group["id"], acc["id"]))
+            entry: AcceleratorAllocation = {"id": acc["id"], "index": acc["index"], "mode": int(holding.mode)}
+            if holding.remaining > 0:
+                entry["remaining"] = holding.remaining
+            entries.append(entry)
+        groups.append({"id": group["id"], "manufacturer": group["manufacturer"], "accelerators": entries})
+    return {"groups": groups}  # type: ignore[typeddict-item]
+
+
+def rebuild(spec: DevicesSpec, pods: Iterable[Mapping[str, Any]]) -> Rebuild:
+    """The ledger of ``spec`` given the node's pods.
+
+    Terminating pods count (their containers may still run); Succeeded and Failed pods do not (the
+    kubelet has taken their devices back), as in the allocator's cross-mode view.
+    """
+    holdings = Holdings()
+    conflicts, unreadable = [], []
+    for pod in sorted(pods, key=age_key):
+        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+        if not text or not is_active(pod):
+            continue
+        try:
+            allocations = decode(text)
+        except ValueError as exc:
+            log.error("pod=%s: unreadable allocation annotation, its cards read free: %s", pod_key(pod), exc)
+            unreadable.append(pod_key(pod))
+            continue
+        if not holdings.add_pod(pod_key(pod), allocations):
+            conflicts.append(pod_key(pod))
+    return Rebuild(_status(spec, holdings), conflicts, unreadable)
+
+
+async def sync_status(client: Client, node: str) -> Rebuild | None:
+    """Rebuild the ledger of ``node``'s Devices from its pods; write status only when it changed.
+
+    Returns the rebuild, or None when the node has no Devices yet (nothing to account against).
+    """
+    devices = await client.get_or_none(resources.DEVICES, node)
+    if devices is None:
+        return None
+    pods = await client.list(resources.PODS, field_selector=f"spec.nodeName={node}")
+    result = rebuild(devices.get("spec") or {"groups": []}, pods)
+    if devices.get("status") != result.status:
+        try:
+            await client.patch(resources.DEVICES, node, {"status": result.status}, subresource="status")
+        except errors.NotFound:
+            return None
+        log.info("node=%s ledger rewritten from %d pods", node, len(pods))
+    return result

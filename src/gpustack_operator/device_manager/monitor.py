@@ -1,0 +1,116 @@
+"""The detect loop: re-detect every period, publish when the cards change, keep the ledger in step.
+
+Detection is level-based: each period the backend is read afresh (a card turning unhealthy or falling
+off the bus shows up within one period, and a recovered card comes back), the cards are grouped, and
+the NodeFeature/Devices are re-reported only when the groups differ from the last report; every
+``resync_every`` periods the objects are re-checked anyway, so an object someone deleted or edited is
+repaired. Listeners (the device plugin's inventories) hear each change. `device-manager monitor` uses
+`format_metrics` to print the readings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+from gpustack_operator.api.types.devices import DevicesGroup
+from gpustack_operator.device_manager import ledger
+from gpustack_operator.device_manager.grouping import group_cards
+from gpustack_operator.device_manager.model import Backend, DetectionError, Metrics
+from gpustack_operator.device_manager.reporting import Reporter
+from gpustack_operator.kube.errors import KubeError
+from gpustack_operator.nodefeature.environ import DEFAULT_ENVIRON, Environ
+
+log = logging.getLogger(__name__)
+
+GroupsListener = Callable[[Sequence[DevicesGroup]], None]
+
+
+class DetectLoop:
+    """Detects with ``backend`` and, given a reporter, publishes and rebuilds the ledger of its node."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        reporter: Reporter | None = None,
+        *,
+        period: float = 15.0,
+        resync_every: int = 20,
+        rebuild_ledger: bool = True,
+        listeners: Iterable[GroupsListener] = (),
+        environ: Environ = DEFAULT_ENVIRON,
+    ) -> None:
+        self.backend = backend
+        self.reporter = reporter
+        self.period = period
+        self.resync_every = max(resync_every, 1)
+        self.rebuild_ledger = rebuild_ledger
+        self.listeners = list(listeners)
+        self.environ = environ
+        self.groups: list[DevicesGroup] | None = None
+        """The groups of the last successful detection (None before the first)."""
+        self._steps = 0
+        self._unreported = True
+
+    async def detect(self) -> list[DevicesGroup] | None:
+        """Read the backend once (in a thread: vendor libraries block); None when it cannot be read."""
+        try:
+            cards = await asyncio.to_thread(self.backend.detect)
+        except DetectionError as exc:
+            log.error("backend=%s detection failed, keeping the last report: %s", self.backend.name, exc)
+            return None
+        return group_cards(cards, self.environ)
+
+    async def step(self) -> bool:
+        """One period's work; True when the groups changed."""
+        groups = await self.detect()
+        changed = groups is not None and groups != self.groups
+        if groups is not None and changed:
+            log.info(
+                "backend=%s detected %d cards in %d groups", self.backend.name, _count(groups), len(groups)
+            )
+            self.groups = groups
+            self._unreported = True
+            for listener in self.listeners:
+                listener(groups)
+        self._steps += 1
+        if self.reporter is None or self.groups is None:
+            return changed
+        try:
+            if self._unreported or self._steps % self.resync_every == 0:
+                await self.reporter.report(self.groups)
+                self._unreported = False
+            if self.rebuild_ledger:
+                await ledger.sync_status(self.reporter.client, self.reporter.node)
+        except KubeError as exc:
+            log.warning("node=%s reporting failed, retrying next period: %s", self.reporter.node, exc)
+        return changed
+
+    async def run(self) -> None:
+        """Step every ``period`` seconds until cancelled."""
+        while True:
+            await self.step()
+            await asyncio.sleep(self.period)
+
+
+def _count(groups: Sequence[DevicesGroup]) -> int:
+    return sum(len(group.get("accelerators") or []) for group in groups)
+
+
+def _value(number: int, unit: str = "") -> str:
+    return "-" if number < 0 else f"{number}{unit}"
+
+
+def format_metrics(readings: Sequence[Metrics]) -> str:
+    """A table, one card per line: manufacturer, index, UUID, health, VRAM used/total, utilisation, °C."""
+    lines = [
+        f"{'MANUFACTURER':<12} {'IDX':>3} {'UUID':<44} {'HEALTH':<9} {'VRAM MiB':>15} {'UTIL':>5} {'TEMP':>5}"
+    ]
+    for r in sorted(readings, key=lambda r: (r.manufacturer, r.index)):
+        vram = f"{_value(r.memory_used_mib)}/{_value(r.memory_total_mib)}"
+        lines.append(
+            f"{r.manufacturer:<12} {r.index:>3} {r.uuid:<44} {'healthy' if r.healthy else 'UNHEALTHY':<9} "
+            f"{vram:>15} {_value(r.utilization_percent, '%'):>5} {_value(r.temperature_c, 'C'):>5}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,190 @@
+"""One kubelet device plugin endpoint: a grpc.aio server on a unix socket for one extended resource.
+
+The kubelet knows a resource only through the plugin that registered it, so each (manufacturer, mode)
+pair (`nvidia.com/gpu`, `.shared`, `.sliced`, `device.gpustack.ai/nvidia.visibility`) gets its own
+socket and its own registration. The server advertises the inventory's cards as that mode's tokens,
+streams the full list again on every change (the kubelet replaces its view with each message), and
+hands Allocate and GetPreferredAllocation to the allocator. Serve first, then register: since 1.25 the
+kubelet dials back and calls GetDevicePluginOptions inside its Register handler, so Register is awaited
+on an aio stub while this loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from gpustack_operator.device_manager.plugin import ids
+from gpustack_operator.device_manager.plugin.api import HEALTHY, UNHEALTHY, VERSION, pb, rpc
+from gpustack_operator.device_manager.plugin.handler import (
+    AllocateError,
+    AllocationHandler,
+    ContainerResponse,
+    ResourceSpec,
+)
+from gpustack_operator.device_manager.plugin.inventory import Inventory
+
+log = logging.getLogger(__name__)
+
+LOCAL_POOL = ("grpc.use_local_subchannel_pool", 1)
+"""A fresh subchannel per channel: a recreated socket path must not reuse a connection to the old one."""
+
+
+MAX_SOCKET_PATH = 107
+"""Bytes a unix socket path may have (sun_path is 108 with the terminating NUL)."""
+
+
+def socket_name(resource: ResourceSpec) -> str:
+    """`gpustack-nvidia-shared.sock`: one short file name per resource in the device-plugin directory."""
+    return f"gpustack-{resource.manufacturer}-{resource.mode.name.lower()}.sock"
+
+
+def to_pb(response: ContainerResponse) -> Any:
+    return pb.ContainerAllocateResponse(
+        envs=response.envs,
+        mounts=[pb.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only)
+                for m in response.mounts],
+        devices=[pb.DeviceSpec(container_path=d.container_path, host_path=d.host_path,
+                               permissions=d.permissions) for d in response.devices],
+        annotations=response.annotations,
+    )  # fmt: skip
+
+
+class ResourceServer:
+    """Serves the DevicePlugin service for one resource and registers it with the kubelet."""
+
+    def __init__(
+        self,
+        resource: ResourceSpec,
+        inventory: Inventory,
+        handler: AllocationHandler,
+        plugin_dir: Path,
+        *,
+        allocate_timeout: float = 60.0,
+    ) -> None:
+        self.resource = resource
+        self.inventory = inventory
+        self.handler = handler
+        self.socket = plugin_dir / socket_name(resource)
+        self.allocate_timeout = allocate_timeout
+        self._server: grpc.aio.Server | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------------------------
+    async def start(self, ready_timeout: float = 10.0) -> None:
+        """Listen on the socket (replacing a stale file) and wait until it accepts connections."""
+        await self.stop()
+        if len(str(self.socket).encode()) > MAX_SOCKET_PATH:
+            raise OSError(f"socket path {self.socket} is longer than {MAX_SOCKET_PATH} bytes")
+        self.socket.parent.mkdir(parents=True, exist_ok=True)
+        self.socket.unlink(missing_ok=True)
+        server = grpc.aio.server()
+        rpc.add_DevicePluginServicer_to_server(self, server)
+        server.add_insecure_port(f"unix://{self.socket}")
+        await server.start()
+        self._server = server
+        async with grpc.aio.insecure_channel(f"unix://{self.socket}", options=[LOCAL_POOL]) as channel:
+            await asyncio.wait_for(channel.channel_ready(), ready_timeout)
+        log.info("device plugin serving resource=%s socket=%s", self.resource.name, self.socket)
+
+    async def register(self, kubelet_socket: Path, timeout: float = 30.0) -> None:
+        """Register with the kubelet; raises grpc.aio.AioRpcError when it refuses or cannot be reached."""
+        request = pb.RegisterRequest(
+            version=VERSION,
+            endpoint=self.socket.name,
+            resource_name=self.resource.name,
+            options=self.options(),
+        )
+        async with grpc.aio.insecure_channel(f"unix://{kubelet_socket}", options=[LOCAL_POOL]) as channel:
+            await rpc.RegistrationStub(channel).Register(request, timeout=timeout)
+        log.info("registered with kubelet resource=%s endpoint=%s", self.resource.name, self.socket.name)
+
+    async def stop(self, grace: float = 1.0) -> None:
+        """Stop serving; grpc removes the socket file, open ListAndWatch streams end."""
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(grace)
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None and self.socket.exists()
+
+    # ---- what is advertised --------------------------------------------------------------------------------
+    def options(self) -> Any:
+        return pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+
+    def devices(self) -> list[Any]:
+        """The full device list for this resource: every token of every card, with the card's health."""
+        devices = []
+        for card in self.inventory.cards():
+            health = HEALTHY if card.healthy else UNHEALTHY
+            topology = None
+            if card.numa_node is not None:
+                topology = pb.TopologyInfo(nodes=[pb.NUMANode(ID=card.numa_node)])
+            for device_id in ids.card_ids(self.resource.mode, card.group, card.uuid, card.max_slices):
+                devices.append(pb.Device(ID=device_id, health=health, topology=topology))
+        return devices
+
+    # ---- the DevicePlugin service --------------------------------------------------------------------------
+    async def GetDevicePluginOptions(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return self.options()
+
+    async def ListAndWatch(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
+        last: list[Any] | None = None
+        while True:
+            version = self.inventory.version
+            devices = self.devices()
+            if devices != last:
+                healthy = sum(1 for d in devices if d.health == HEALTHY)
+                log.info(
+                    "ListAndWatch send resource=%s devices=%d healthy=%d",
+                    self.resource.name,
+                    len(devices),
+                    healthy,
+                )
+                yield pb.ListAndWatchResponse(devices=devices)
+                last = devices
+            await self.inventory.wait_changed(version)
+
+    async def GetPreferredAllocation(self, request: Any, context: Any) -> Any:  # noqa: N802
+        responses = [
+            pb.ContainerPreferredAllocationResponse(
+                deviceIDs=self.handler.preferred(
+                    self.resource,
+                    list(req.available_deviceIDs),
+                    list(req.must_include_deviceIDs),
+                    req.allocation_size,
+                )
+            )
+            for req in request.container_requests
+        ]
+        return pb.PreferredAllocationResponse(container_responses=responses)
+
+    async def Allocate(self, request: Any, context: Any) -> Any:  # noqa: N802
+        responses = []
+        for req in request.container_requests:
+            device_ids = list(req.devices_ids)
+            try:
+                response = await asyncio.wait_for(
+                    self.handler.allocate(self.resource, device_ids), self.allocate_timeout
+                )
+            except AllocateError as err:
+                log.warning(
+                    "Allocate refused resource=%s devices=%s: %s", self.resource.name, device_ids, err
+                )
+                await context.abort(grpc.StatusCode[err.status], str(err))
+            except TimeoutError:
+                log.error("Allocate timed out resource=%s devices=%s", self.resource.name, device_ids)
+                await context.abort(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"allocating {device_ids} took longer than {self.allocate_timeout:.0f}s",
+                )
+            responses.append(to_pb(response))
+        return pb.AllocateResponse(container_responses=responses)
+
+    async def PreStartContainer(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return pb.PreStartContainerResponse()

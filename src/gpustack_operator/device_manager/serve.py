@@ -1,0 +1,225 @@
+"""`device-manager serve`: the per-node agent the DaemonSet runs.
+
+It wires the parts together: the detect loop (publishes NodeFeature/Devices, feeds the plugin
+inventories), one resource server per (manufacturer, mode) kept registered with the kubelet, the node's
+allocator over an informer of the node's pods, and a ledger writer that rebuilds Devices.status whenever
+an allocation is recorded or a pod comes or goes. Everything runs as named tasks under one Supervisor, so
+SIGTERM stops it cleanly and a crashed task is restarted with backoff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpustack_operator.api.types.devices import DeviceAllocationMode, DevicesGroup
+from gpustack_operator.device_manager import ledger
+from gpustack_operator.device_manager.allocator import pods as p
+from gpustack_operator.device_manager.allocator.allocator import Allocator, AllocatorConfig
+from gpustack_operator.device_manager.allocator.sources import KubePods, KubePodWriter, pod_informer
+from gpustack_operator.device_manager.allocator.workdirs import HostPaths
+from gpustack_operator.device_manager.model import Backend
+from gpustack_operator.device_manager.monitor import DetectLoop
+from gpustack_operator.device_manager.plugin.api import KUBELET_SOCKET
+from gpustack_operator.device_manager.plugin.handler import ResourceSpec
+from gpustack_operator.device_manager.plugin.inventory import Inventory
+from gpustack_operator.device_manager.plugin.registrar import Registrar
+from gpustack_operator.device_manager.plugin.server import ResourceServer
+from gpustack_operator.device_manager.reporting import Reporter
+from gpustack_operator.kube.client import Client, connect
+from gpustack_operator.kube.errors import KubeError
+from gpustack_operator.nodefeature.manufacturers import known_manufacturers
+from gpustack_operator.nodefeature.resources import (
+    ResourceKind,
+    acceleratable_resource_name,
+    visibility_resource_name,
+)
+from gpustack_operator.runtime import Supervisor, run_until_signal
+from gpustack_operator.settings.environment import Environment
+
+log = logging.getLogger(__name__)
+
+_DURATION = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+GC_PERIOD = 300.0
+"""Seconds between sweeps of per-pod work directories (pod deletions also trigger one)."""
+MODES = {
+    DeviceAllocationMode.EXCLUSIVE: ResourceKind.EXCLUSIVE,
+    DeviceAllocationMode.SHARED: ResourceKind.SHARED,
+    DeviceAllocationMode.SLICED: ResourceKind.SLICED,
+}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `15s`, `500ms`, `2m`, `1h` or a bare number of seconds."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 15s, 500ms or 2m")
+    return float(match["n"]) * _UNIT_SECONDS[match["unit"]]
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """`serve`'s own flags (the backend flags come from the command module)."""
+    parser.add_argument("--no-sliced", action="store_true", help="do not serve <base>.sliced")
+    parser.add_argument("--no-shared", action="store_true", help="do not serve <base>.shared")
+    parser.add_argument("--kube-socket", type=Path, default=Path(KUBELET_SOCKET), help="%(default)s")
+    parser.add_argument(
+        "--device-plugin-dir", type=Path, help="where plugin sockets go (default: the kube socket's dir)"
+    )
+    parser.add_argument("--monitor-period", type=parse_duration, default=15.0, help="default: 15s")
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: in-cluster)")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    node: str
+    manufacturers: Sequence[str]
+    kube_socket: Path
+    plugin_dir: Path
+    monitor_period: float
+    paths: HostPaths
+    namespace: str
+    no_shared: bool = False
+    no_sliced: bool = False
+    kubeconfig: Path | None = None
+
+
+def resource_specs(manufacturer: str, inventory: Inventory, opts: ServeOptions) -> list[ResourceSpec]:
+    """The resources one manufacturer's cards are served as (sliced only when its cards can be)."""
+    specs = []
+    for mode, kind in MODES.items():
+        skip = (mode is DeviceAllocationMode.SHARED and opts.no_shared) or (
+            mode is DeviceAllocationMode.SLICED
+            and (opts.no_sliced or not any(c.max_slices > 0 for c in inventory.cards()))
+        )
+        name = acceleratable_resource_name(manufacturer, kind)
+        if not skip and name is not None:
+            specs.append(ResourceSpec(name, manufacturer, mode))
+    visibility = visibility_resource_name(manufacturer)
+    return [*specs, ResourceSpec(visibility, manufacturer, DeviceAllocationMode.VISIBILITY)]
+
+
+class LedgerWriter:
+    """Rebuilds Devices.status after each kick; kicks that arrive while it works coalesce into one."""
+
+    def __init__(self, client: Client, node: str) -> None:
+        self.client, self.node = client, node
+        self._kicked = asyncio.Event()
+
+    def kick(self) -> None:
+        self._kicked.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._kicked.wait()
+            self._kicked.clear()
+            try:
+                await ledger.sync_status(self.client, self.node)
+            except KubeError as err:
+                log.warning("node=%s ledger write failed, retrying: %s", self.node, err)
+                await asyncio.sleep(1.0)
+                self._kicked.set()
+
+
+class PodEvents:
+    """Informer handler: a pod gone or finished frees reservations and work dirs and moves the ledger."""
+
+    def __init__(self, allocator: Allocator, pods: KubePods, writer: LedgerWriter) -> None:
+        self.allocator, self.pods, self.writer = allocator, pods, writer
+
+    def on_add(self, obj: dict[str, Any]) -> None:
+        pass
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if p.is_active(old) and not p.is_active(new):
+            self.allocator.release(new)
+            self.writer.kick()
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        self.allocator.release(obj)
+        self.allocator.collect(self.pods.cached())
+        self.writer.kick()
+
+
+def options_from_args(args: argparse.Namespace, environment: Environment) -> ServeOptions:
+    """ServeOptions from the parsed flags (backend flags included); ValueError when one is missing."""
+    if not args.node_name:
+        raise ValueError("serve needs --node-name (or KUBERNETES_NODE_NAME)")
+    return ServeOptions(
+        node=args.node_name,
+        manufacturers=args.manufacturer or list(known_manufacturers()),
+        kube_socket=args.kube_socket,
+        plugin_dir=args.device_plugin_dir or args.kube_socket.parent,
+        monitor_period=args.monitor_period,
+        paths=HostPaths(data_dir=environment.data_dir),
+        namespace=environment.pod_namespace,
+        no_shared=args.no_shared,
+        no_sliced=args.no_sliced,
+        kubeconfig=args.kubeconfig,
+    )
+
+
+async def serve(opts: ServeOptions, backend: Backend) -> int:
+    """Run the agent until SIGTERM; returns the process exit code."""
+    client = await connect(opts.kubeconfig)
+    inventories = {mfr: Inventory(mfr) for mfr in opts.manufacturers}
+    detected = asyncio.Event()
+
+    def on_groups(groups: Sequence[DevicesGroup]) -> None:
+        for inventory in inventories.values():
+            inventory.update(groups)
+        detected.set()
+
+    detect = DetectLoop(
+        backend,
+        Reporter(client, opts.node, opts.namespace),
+        period=opts.monitor_period,
+        listeners=[on_groups],
+    )
+    writer = LedgerWriter(client, opts.node)
+    informer = pod_informer(client, opts.node)
+    pods = KubePods(client, informer, opts.node)
+    allocator = Allocator(
+        inventories, pods, KubePodWriter(client), AllocatorConfig(opts.node, paths=opts.paths), writer.kick
+    )
+    informer.add_handler(PodEvents(allocator, pods, writer))
+
+    async def plugins() -> None:
+        await detected.wait()
+        servers = [
+            ResourceServer(spec, inventory, allocator, opts.plugin_dir)
+            for mfr, inventory in inventories.items()
+            if inventory.cards()
+            for spec in resource_specs(mfr, inventory, opts)
+        ]
+        if not servers:
+            log.warning(
+                "node=%s has no cards of %s; serving nothing", opts.node, ",".join(opts.manufacturers)
+            )
+        await Registrar(servers, opts.kube_socket).run()
+
+    async def collect() -> None:
+        """Work dirs of pods deleted while this process was down, and any a missed event left."""
+        await informer.wait_synced()
+        while True:
+            allocator.collect(pods.cached())
+            await asyncio.sleep(GC_PERIOD)
+
+    async def setup(sup: Supervisor) -> None:
+        sup.spawn("informer:pods", informer.run, restart="on-failure")
+        sup.spawn("work-dir-gc", collect, restart="on-failure")
+        sup.spawn("detect-loop", detect.run, restart="on-failure")
+        sup.spawn("ledger-writer", writer.run, restart="on-failure")
+        sup.spawn("device-plugins", plugins, restart="on-failure")
+        writer.kick()
+
+    try:
+        return await run_until_signal(setup)
+    finally:
+        await client.close()

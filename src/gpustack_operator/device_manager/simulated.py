@@ -1,0 +1,139 @@
+"""Cards from an inventory file instead of hardware: the sandbox's fake GPU nodes, with injectable faults.
+
+The sandbox describes each fake node's GPUs in its inventory YAML (`nodes[].gpus[]`: manufacturer,
+product, count, memoryMiB; optionally cores, driverVersion, runtimeVersion, computeCapability, family).
+This backend turns the entry of one node into cards with stable UUIDs (derived from node name,
+manufacturer and index, so every restart and every test sees the same IDs), and lets tests make a card
+unhealthy or vanish, through the API below or a faults file (`{unhealthy: [uuid], missing: [uuid]}`,
+re-read on every detection) that a running device manager picks up.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from gpustack_operator.device_manager.model import Card, DetectionError, Metrics
+
+NAMESPACE: Final = uuid.UUID("6f1d8e2a-5b7c-4c1e-9a8d-2f3b4c5d6e7f")
+"""Namespace of the simulated UUIDs (any fixed value works; this one is ours)."""
+
+_OPTIONAL: Final = {
+    "cores": "cores",
+    "driverVersion": "driver_version",
+    "runtimeVersion": "runtime_version",
+    "computeCapability": "compute_capability",
+    "family": "family",
+}
+
+
+def simulated_uuid(node: str, manufacturer: str, index: int) -> str:
+    """The UUID of card ``index`` of ``manufacturer`` on ``node`` (NVIDIA's carry NVML's `GPU-` prefix)."""
+    value = str(uuid.uuid5(NAMESPACE, f"{node}/{manufacturer}/{index}"))
+    return f"GPU-{value}" if manufacturer == "nvidia" else value
+
+
+@dataclass
+class Faults:
+    """Cards (by UUID) that read unhealthy or are gone."""
+
+    unhealthy: set[str] = field(default_factory=set)
+    missing: set[str] = field(default_factory=set)
+
+    @classmethod
+    def load(cls, path: Path) -> Faults:
+        """The faults file, or no faults when it does not exist."""
+        try:
+            doc = yaml.safe_load(path.read_text()) or {}
+        except FileNotFoundError:
+            return cls()
+        except (OSError, yaml.YAMLError) as exc:
+            raise DetectionError(f"cannot read faults file {path}: {exc}") from exc
+        return cls(set(map(str, doc.get("unhealthy") or [])), set(map(str, doc.get("missing") or [])))
+
+    def merged(self, other: Faults) -> Faults:
+        return Faults(self.unhealthy | other.unhealthy, self.missing | other.missing)
+
+
+def _node_gpus(path: Path, node: str) -> list[Mapping[str, Any]]:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise DetectionError(f"cannot read inventory {path}: {exc}") from exc
+    for entry in (doc or {}).get("nodes") or []:
+        if entry.get("name") == node:
+            return list(entry.get("gpus") or [])
+    raise DetectionError(f"node {node} is not in inventory {path}")
+
+
+def _cards(node: str, gpus: list[Mapping[str, Any]]) -> list[Card]:
+    cards: list[Card] = []
+    next_index: dict[str, int] = {}
+    for gpu in gpus:
+        mfr = str(gpu["manufacturer"]).lower()
+        extra = {attr: gpu[key] for key, attr in _OPTIONAL.items() if key in gpu}
+        for _ in range(int(gpu["count"])):
+            index = next_index.get(mfr, 0)
+            next_index[mfr] = index + 1
+            cards.append(
+                Card(
+                    manufacturer=mfr,
+                    product=str(gpu["product"]),
+                    memory_mib=int(gpu["memoryMiB"]),
+                    uuid=simulated_uuid(node, mfr, index),
+                    index=index,
+                    minor=index,
+                    pci_bus_id=f"0000:{0x18 + len(cards):02x}:00.0",
+                    pci_class="030200",
+                    pci_root="0000:00",
+                    numa_affinity="0",
+                    **extra,
+                )
+            )
+    return cards
+
+
+class SimulatedBackend:
+    """The cards the inventory gives ``node``, minus missing ones, with unhealthy ones marked."""
+
+    name = "simulated"
+
+    def __init__(self, inventory: Path, node: str, faults_file: Path | None = None) -> None:
+        self.inventory = inventory
+        self.node = node
+        self.faults_file = faults_file
+        self.faults = Faults()
+
+    def mark_unhealthy(self, card_uuid: str) -> None:
+        self.faults.unhealthy.add(card_uuid)
+
+    def remove(self, card_uuid: str) -> None:
+        self.faults.missing.add(card_uuid)
+
+    def clear_faults(self) -> None:
+        self.faults = Faults()
+
+    def detect(self) -> list[Card]:
+        try:
+            cards = _cards(self.node, _node_gpus(self.inventory, self.node))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DetectionError(
+                f"inventory {self.inventory}, node {self.node}: bad gpus entry: {exc}"
+            ) from exc
+        faults = self.faults.merged(Faults.load(self.faults_file)) if self.faults_file else self.faults
+        return [
+            replace(card, healthy=card.uuid not in faults.unhealthy)
+            for card in cards
+            if card.uuid not in faults.missing
+        ]
+
+    def metrics(self) -> list[Metrics]:
+        """Idle cards: full VRAM free, no utilisation."""
+        return [
+            Metrics(c.manufacturer, c.uuid, c.index, c.healthy, c.memory_mib, 0, 0) for c in self.detect()
+        ]

@@ -1,0 +1,100 @@
+"""What runs beside each fake GPU node: its kubelet stand-in and its device manager, as two processes.
+
+On a real node the kubelet and the device manager DaemonSet pod are separate processes that meet on the
+device-plugin directory; the sandbox keeps that shape so the plugin's registration, re-registration after a
+crash, and Allocate all cross a real process boundary. Per inventory node with GPUs: a stand-in (started
+first: it owns `kubelet.sock`) and `device-manager serve --backend simulated` on the same directory, with
+the node's data dir and a faults file tests can write. Both are started and stopped by PID like every
+other sandbox component; the device manager counts as ready once the stand-in reports all its resources.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+from gpustack_operator.nodefeature.manufacturers import manufacturers
+from gpustack_operator.nodefeature.resources import (
+    ResourceKind,
+    resource_name_for,
+    visibility_resource_name,
+)
+from gpustack_operator.sandbox import process
+from gpustack_operator.sandbox.inventory import InventoryNode
+
+MONITOR_PERIOD = "5s"
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One process: its sandbox name, command line and readiness URL."""
+
+    name: str
+    argv: list[str]
+    probe: str
+
+
+def kubelet_name(node: str) -> str:
+    return f"kubelet-{node}"
+
+
+def device_manager_name(node: str) -> str:
+    return f"device-manager-{node}"
+
+
+def node_dir(run_dir: Path, node: str) -> Path:
+    return run_dir / "nodes" / node
+
+
+def plugin_dir(run_dir: Path, node: str) -> Path:
+    return node_dir(run_dir, node) / "plugins"
+
+
+def faults_file(run_dir: Path, node: str) -> Path:
+    """Write `{unhealthy: [uuid], missing: [uuid]}` here to fault the node's simulated cards."""
+    return node_dir(run_dir, node) / "faults.yaml"
+
+
+def expected_resources(node: InventoryNode) -> list[str]:
+    """Every resource the node's device manager registers (all its GPUs' vendors slice, or not)."""
+    names: list[str] = []
+    known = manufacturers()
+    for gpu in node.gpus:
+        info = known[gpu.manufacturer]
+        kinds = [ResourceKind.EXCLUSIVE, ResourceKind.SHARED]
+        if info.max_logical_slices > 0:
+            kinds.append(ResourceKind.SLICED)
+        names += [resource_name_for(info.resource_name, kind) for kind in kinds]
+        names.append(visibility_resource_name(gpu.manufacturer))
+    return sorted(set(names))
+
+
+def agents(run_dir: Path, kubeconfig: Path, inventory_file: Path, node: InventoryNode) -> tuple[Agent, Agent]:
+    """The stand-in and the device manager of one GPU node."""
+    port = process.free_port()
+    directory = plugin_dir(run_dir, node.name)
+    kubelet = Agent(
+        kubelet_name(node.name),
+        [
+            *(sys.executable, "-m", "gpustack_operator.sandbox.kubelet"),
+            *("--node", node.name, "--dir", str(directory), "--kubeconfig", str(kubeconfig)),
+            *("--port", str(port)),
+        ],
+        f"http://127.0.0.1:{port}/healthz",
+    )
+    ready = urlencode([("resource", name) for name in expected_resources(node)])
+    manager = Agent(
+        device_manager_name(node.name),
+        [
+            *("env", f"GPUSTACK_DATA_DIR={node_dir(run_dir, node.name) / 'data'}"),
+            *(sys.executable, "-m", "gpustack_operator.cli", "device-manager", "serve"),
+            *("--backend", "simulated", "--inventory", str(inventory_file.resolve())),
+            *("--faults", str(faults_file(run_dir, node.name)), "--node-name", node.name),
+            *("--kube-socket", str(directory / "kubelet.sock"), "--kubeconfig", str(kubeconfig)),
+            *("--monitor-period", MONITOR_PERIOD),
+        ],
+        f"http://127.0.0.1:{port}/readyz?{ready}",
+    )
+    return kubelet, manager

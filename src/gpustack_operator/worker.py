@@ -1,1 +1,0 @@
-"""Composition root of `gpustack-operator worker`: Prepare, then Start, in the order the spec gives."""

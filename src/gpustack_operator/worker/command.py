@@ -1,0 +1,159 @@
+"""`gpustack-operator worker` (alias `w`): the command line of the control-plane process.
+
+Parsing only: every flag becomes a field of `WorkerOptions`, bad values are refused here with the flag's
+name, and `run()` in start.py does the work. The environment (`KUBERNETES_POD_NAMESPACE`, `GPUSTACK_*`) is
+parsed before connecting, so a typo fails the pod at once instead of after Prepare has begun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from gpustack_operator.apiserver.health import parse_address
+from gpustack_operator.settings.admission import parse_bool
+from gpustack_operator.settings.catalog import SettingsEnvironmentError, initial_values
+from gpustack_operator.settings.environment import Environment, EnvironmentValueError
+from gpustack_operator.worker.start import WorkerOptions, run
+
+__all__ = ["register"]
+
+DESCRIPTION = """\
+The control-plane process. Prepare (every replica): ensure the system namespace (KUBERNETES_POD_NAMESPACE,
+default gpustack-system), apply the operator's CRDs and wait until they are Established, create the
+gpustack-settings Secret or add the keys it lacks (values already set are never overwritten; first-install
+values come from GPUSTACK_* variables). Start: serve /metrics, /healthz and /readyz, and run the controller
+manager under leader election (Lease <leader-election-id> in the system namespace).
+
+No scheduling controllers are registered yet: they come with later issues. For now the worker prepares the
+cluster, competes for the lease and serves metrics and probes. SIGTERM stops it cleanly (exit code 0).
+"""
+
+
+def _address(text: str) -> tuple[str, int] | None:
+    try:
+        return parse_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _flag(text: str) -> bool:
+    try:
+        return parse_bool(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _positive(text: str, kind: type[float] | type[int]) -> float:
+    value = kind(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not > 0")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    return _positive(text, float)
+
+
+def _positive_int(text: str) -> int:
+    return int(_positive(text, int))
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "worker",
+        aliases=["w"],
+        help="the control-plane process: prepare the cluster, run the controllers under leader election",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    kubeconfig = os.environ.get("KUBECONFIG")
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=Path(kubeconfig) if kubeconfig else None,
+        metavar="PATH",
+        help="kubeconfig file to reach kube-apiserver "
+        "(default: $KUBECONFIG, else the in-cluster service account)",
+    )
+    p.add_argument(
+        "--kube-api-qps",
+        type=_positive_float,
+        default=50.0,
+        metavar="QPS",
+        help="sustained requests per second to kube-apiserver (default: %(default)s); "
+        "recorded but not enforced yet: the client has no rate limiter",
+    )
+    p.add_argument(
+        "--kube-api-burst",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="requests allowed above the QPS in a burst (default: %(default)s); not enforced yet, as above",
+    )
+    p.add_argument(
+        "--kube-leader-election",
+        type=_flag,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="BOOL",
+        help="compete for the lease so only one replica reconciles (default: true); "
+        "false runs the controllers in every replica",
+    )
+    p.add_argument(
+        "--leader-election-id",
+        default="worker.gpustack.ai",
+        metavar="NAME",
+        help="name of the coordination.k8s.io Lease in the system namespace (default: %(default)s)",
+    )
+    p.add_argument(
+        "--metrics-bind-address",
+        type=_address,
+        default="127.0.0.1:8080",
+        metavar="HOST:PORT",
+        help="host:port serving Prometheus /metrics; 0 disables (default: %(default)s)",
+    )
+    p.add_argument(
+        "--health-probe-bind-address",
+        type=_address,
+        default="127.0.0.1:8081",
+        metavar="HOST:PORT",
+        help="host:port serving /healthz and /readyz (ready once Prepare is done and caches synced); "
+        "0 disables (default: %(default)s)",
+    )
+    p.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="least severe log level printed (default: %(default)s)",
+    )
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        environment = Environment.from_environ()
+        settings = initial_values()
+    except (EnvironmentValueError, SettingsEnvironmentError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    options = WorkerOptions(
+        kubeconfig=args.kubeconfig,
+        kube_api_qps=args.kube_api_qps,
+        kube_api_burst=args.kube_api_burst,
+        leader_election=args.kube_leader_election,
+        leader_election_id=args.leader_election_id,
+        metrics_address=args.metrics_bind_address,
+        health_address=args.health_probe_bind_address,
+    )
+    return asyncio.run(run(options, environment, settings))

@@ -1,0 +1,95 @@
+"""The Prepare phase of the worker: what must exist in the cluster before anything reconciles.
+
+Every replica runs it at every start, so each step is idempotent and safe against a racing replica: the
+system namespace is created if missing; our CRDs are server-side applied (so an upgrade updates them) and
+awaited until Established, because an informer on a CRD that is not Established fails; the
+`gpustack-settings` Secret is created, or backfilled with the keys it lacks, never overwriting a value an
+admin set (settings.secret computes the patch; a concurrent writer makes it conflict and we re-read).
+The spec's later steps (extension API services, webhook configurations, applications) join here, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from gpustack_operator.api.crds import custom_resource_definitions
+from gpustack_operator.kube import errors, resources
+from gpustack_operator.kube.client import Client
+from gpustack_operator.settings import secret
+from gpustack_operator.settings.environment import Environment
+
+__all__ = ["PrepareError", "initialize_settings", "install_crds", "prepare"]
+
+log = logging.getLogger(__name__)
+
+
+class PrepareError(RuntimeError):
+    """A Prepare step could not complete; the worker exits and Kubernetes restarts it."""
+
+
+async def prepare(
+    client: Client, environment: Environment, settings: Mapping[str, str], *, crd_timeout: float
+) -> None:
+    """The Prepare phase: system namespace, CRDs (Established), settings Secret."""
+    namespace = environment.pod_namespace
+    try:
+        await client.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
+        log.info("Prepare: created system namespace %s", namespace)
+    except errors.AlreadyExists:
+        log.info("Prepare: system namespace %s exists", namespace)
+    await install_crds(client, timeout=crd_timeout)
+    await initialize_settings(client, namespace, settings)
+
+
+async def install_crds(client: Client, *, timeout: float) -> None:
+    """Server-side apply every CRD we own, then wait until each is Established."""
+    crds = custom_resource_definitions()
+    await asyncio.gather(*(client.apply(resources.CRDS, crd) for crd in crds))
+    pending = {crd["metadata"]["name"] for crd in crds}
+    try:
+        async with asyncio.timeout(timeout):
+            while pending:
+                for name in sorted(pending):
+                    if _established(await client.get(resources.CRDS, name)):
+                        pending.discard(name)
+                        log.info("Prepare: CRD %s is Established", name)
+                if pending:
+                    await asyncio.sleep(0.5)
+    except TimeoutError:
+        raise PrepareError(
+            f"CRDs not Established within {timeout:.0f}s: {', '.join(sorted(pending))}"
+        ) from None
+
+
+async def initialize_settings(
+    client: Client, namespace: str, values: Mapping[str, str], *, attempts: int = 5
+) -> None:
+    """Create the settings Secret, or add the keys it lacks; a racing replica makes us re-read and retry."""
+    where = f"{namespace}/{secret.SECRET_NAME}"
+    for _ in range(attempts):
+        current = await client.get_or_none(resources.SECRETS, secret.SECRET_NAME, namespace)
+        try:
+            if current is None:
+                await client.create(resources.SECRETS, secret.new_secret(values, namespace=namespace))
+                log.info("Prepare: created settings Secret %s with %s keys", where, len(values))
+                return
+            patch = secret.backfill_patch(current, values)
+            if patch is None:
+                log.info("Prepare: settings Secret %s has every key", where)
+                return
+            await client.patch(resources.SECRETS, secret.SECRET_NAME, patch, namespace=namespace)
+            log.info(
+                "Prepare: settings Secret %s backfilled %s", where, ", ".join(sorted(patch.get("data", {})))
+            )
+            return
+        except (errors.AlreadyExists, errors.Conflict) as e:
+            log.info("Prepare: settings Secret %s changed meanwhile (%s); retrying", where, e.reason)
+    raise PrepareError(f"settings Secret {where} kept changing; gave up after {attempts} attempts")
+
+
+def _established(crd: Mapping[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)

@@ -1,0 +1,110 @@
+"""Start: the worker's long-lived parts, wired once and run under the main supervisor until a signal.
+
+The probe and metrics servers start first, so Kubernetes sees a live process while Prepare runs; then one
+task runs Prepare and, once it is done, the manager (informers everywhere, controllers while leading).
+/readyz turns ready when Prepare is done and the informers have synced. The exit code is 0 after SIGTERM
+(the manager has let reconciles finish and released the lease by then) and 1 when a part failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from gpustack_operator.apiserver import health
+from gpustack_operator.controllers.manager import Manager
+from gpustack_operator.controllers.metrics import Metrics
+from gpustack_operator.kube.client import Client, connect
+from gpustack_operator.kube.events import EventRecorder
+from gpustack_operator.kube.informer import InformerFactory
+from gpustack_operator.kube.lease import LeaderElector, LeaseConfig
+from gpustack_operator.runtime import Supervisor, run_until_signal
+from gpustack_operator.settings.environment import Environment
+from gpustack_operator.worker.prepare import prepare
+
+__all__ = ["WorkerOptions", "run"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """The `worker` command line, parsed (see `gpustack-operator worker --help`)."""
+
+    kubeconfig: Path | None = None
+    kube_api_qps: float = 50.0
+    """Not enforced yet: kube.client has no client-side rate limiter."""
+    kube_api_burst: int = 100
+    leader_election: bool = True
+    leader_election_id: str = "worker.gpustack.ai"
+    metrics_address: tuple[str, int] | None = ("127.0.0.1", 8080)
+    health_address: tuple[str, int] | None = ("127.0.0.1", 8081)
+    crd_timeout: float = 120.0
+
+
+class _Worker:
+    """The parts of a running worker, wired once; `setup` starts them under the main supervisor."""
+
+    def __init__(
+        self, client: Client, options: WorkerOptions, environment: Environment, settings: Mapping[str, str]
+    ) -> None:
+        self.client = client
+        self.options = options
+        self.environment = environment
+        self.settings = settings
+        self.identity = f"{environment.pod_name or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        self.prepared = False
+        elector = None
+        if options.leader_election:
+            lease = LeaseConfig(environment.pod_namespace, self.identity, name=options.leader_election_id)
+            elector = LeaderElector(client, lease)
+        self.manager = Manager(
+            InformerFactory(client),
+            elector=elector,
+            recorder=EventRecorder(client, instance=self.identity),
+            metrics=Metrics(),
+        )
+
+    async def setup(self, sup: Supervisor) -> None:
+        opts = self.options
+        live = {"ping": lambda: True}
+        ready = {"prepare": lambda: self.prepared, "informers": lambda: self.manager.synced}
+        if opts.metrics_address is not None and opts.metrics_address == opts.health_address:
+            app = health.build_app(registry=self.manager.metrics.registry, live=live, ready=ready)
+            sup.spawn(
+                "http server", partial(health.serve, app, opts.metrics_address, name="metrics and probes")
+            )
+        else:
+            for name, address, app in (
+                ("metrics", opts.metrics_address, health.build_app(registry=self.manager.metrics.registry)),
+                ("probes", opts.health_address, health.build_app(live=live, ready=ready)),
+            ):
+                if address is not None:
+                    sup.spawn(f"{name} server", partial(health.serve, app, address, name=name))
+        sup.spawn("worker", self.prepare_then_start)
+
+    async def prepare_then_start(self) -> None:
+        log.info("Worker %s: Prepare in system namespace %s", self.identity, self.environment.pod_namespace)
+        await prepare(self.client, self.environment, self.settings, crd_timeout=self.options.crd_timeout)
+        self.prepared = True
+        log.info(
+            "Worker %s: no scheduling controllers are registered yet (they arrive with later issues); "
+            "running leader election, metrics and probes only",
+            self.identity,
+        )
+        await self.manager.run()
+
+
+async def run(options: WorkerOptions, environment: Environment, settings: Mapping[str, str]) -> int:
+    """Run the worker until SIGTERM/SIGINT; returns the process exit code."""
+    client = await connect(options.kubeconfig)
+    try:
+        worker = _Worker(client, options, environment, settings)
+        return await run_until_signal(worker.setup)
+    finally:
+        await client.close()

@@ -1,0 +1,130 @@
+"""Run `gpustack-operator worker` as a real subprocess against the sandbox, and read what it serves.
+
+The leader-election and Prepare tests need the real process: its signal handling, exit code, servers and
+lease. Each worker gets its own ports, a pod name (its lease identity starts with it), a log file that a
+failing test prints, and a system namespace of the test's own, so tests never share a lease or Secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from gpustack_operator.kube import resources
+from gpustack_operator.kube.client import Client
+from gpustack_operator.sandbox.cluster import Sandbox
+from gpustack_operator.sandbox.process import free_port
+
+LEASE = "worker.gpustack.ai"
+EXECUTABLE = Path(sys.executable).parent / "gpustack-operator"
+
+
+@dataclass
+class Worker:
+    name: str
+    proc: asyncio.subprocess.Process
+    metrics_port: int
+    health_port: int
+    log: Path
+
+    async def get(self, port: int, path: str) -> tuple[int, str]:
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}{path}") as resp:
+            return resp.status, await resp.text()
+
+    async def metrics(self) -> str:
+        return (await self.get(self.metrics_port, "/metrics"))[1]
+
+    async def probe(self, path: str) -> int:
+        return (await self.get(self.health_port, path))[0]
+
+    def signal(self, sig: signal.Signals) -> None:
+        self.proc.send_signal(sig)
+
+    async def wait(self, timeout: float = 60.0) -> int:
+        return await asyncio.wait_for(self.proc.wait(), timeout)
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+class Workers:
+    """Starts workers in one system namespace of its own (see `worker_pool`)."""
+
+    def __init__(self, sandbox: Sandbox, log_dir: Path) -> None:
+        self.namespace = f"sys-{uuid.uuid4().hex[:8]}"
+        self.started: list[Worker] = []
+        self._sandbox = sandbox
+        self._log_dir = log_dir
+
+    async def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> Worker:
+        metrics_port, health_port = free_port(), free_port()
+        log = self._log_dir / f"{name}.log"
+        environ = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        environ.update(KUBERNETES_POD_NAMESPACE=self.namespace, KUBERNETES_POD_NAME=name, **(env or {}))
+        with log.open("wb") as sink:
+            proc = await asyncio.create_subprocess_exec(
+                str(EXECUTABLE),
+                "worker",
+                f"--kubeconfig={self._sandbox.kubeconfig}",
+                f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+                f"--health-probe-bind-address=127.0.0.1:{health_port}",
+                *args,
+                stdout=sink,
+                stderr=asyncio.subprocess.STDOUT,
+                env=environ,
+            )
+        worker = Worker(name, proc, metrics_port, health_port, log)
+        self.started.append(worker)
+        return worker
+
+
+@contextlib.asynccontextmanager
+async def worker_pool(sandbox: Sandbox, kube: Client, log_dir: Path) -> AsyncIterator[Workers]:
+    """Workers for one test; at the end, kill those still running, print their logs, drop the namespace."""
+    pool = Workers(sandbox, log_dir)
+    try:
+        yield pool
+    finally:
+        for worker in pool.started:
+            if worker.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.kill()
+                await worker.proc.wait()
+            print(f"\n--- {worker.name} (exit {worker.proc.returncode}) ---\n{worker.tail()}")
+        await kube.delete(resources.NAMESPACES, pool.namespace)
+
+
+async def ready(worker: Worker) -> bool:
+    """/readyz answers 200 (False while the server is not up yet)."""
+    try:
+        return await worker.probe("/readyz") == 200
+    except aiohttp.ClientError:
+        return False
+
+
+async def lease_spec(kube: Client, namespace: str) -> dict[str, Any]:
+    lease = await kube.get_or_none(resources.LEASES, LEASE, namespace)
+    return dict((lease or {}).get("spec") or {})
+
+
+async def holder(kube: Client, namespace: str) -> str:
+    """The pod name of the lease holder ("" when nobody holds it); identities are `<pod>_<random>`."""
+    identity = (await lease_spec(kube, namespace)).get("holderIdentity") or ""
+    return str(identity).rpartition("_")[0]
+
+
+def leader_gauge(metrics_text: str) -> float | None:
+    for line in metrics_text.splitlines():
+        if line.startswith(f'gpustack_leader_election_status{{name="{LEASE}"}}'):
+            return float(line.rsplit(" ", 1)[1])
+    return None

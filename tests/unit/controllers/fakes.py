@@ -1,0 +1,164 @@
+"""In-memory stand-ins for the manager's collaborators: informers fed by the test, an elector, a recorder.
+
+The manager and controllers are real; only their inputs are scripted. `FakeInformer` has the real Store and
+calls handlers the way the informer does (synchronously, in order), so a test says "this object changed"
+and then watches what gets reconciled. The real informer, lease and events code are proven against the
+real control plane in tests/integration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpustack_operator.controllers.reconciler import DONE, Result, TerminalError
+from gpustack_operator.kube.resources import Resource
+from gpustack_operator.kube.store import Store, object_key
+from gpustack_operator.runtime import Supervisor
+
+JSONObj = dict[str, Any]
+
+
+def obj(
+    name: str, namespace: str | None = "ns", *, generation: int = 1, rv: str = "1", **extra: Any
+) -> JSONObj:
+    meta: JSONObj = {"name": name, "generation": generation, "resourceVersion": rv, "uid": f"uid-{name}"}
+    if namespace:
+        meta["namespace"] = namespace
+    meta.update(extra.pop("metadata", {}))
+    return {"metadata": meta, **extra}
+
+
+class FakeInformer:
+    def __init__(self, resource: Resource) -> None:
+        self.resource = resource
+        self.name = resource.plural
+        self.relists = 0
+        self.store = Store()
+        self.handlers: list[Any] = []
+        self.synced = asyncio.Event()
+
+    def add_handler(self, handler: Any) -> None:
+        self.handlers.append(handler)
+
+    def add(self, o: JSONObj) -> None:
+        old = self.store.put(object_key(o), o)
+        for h in self.handlers:
+            h.on_add(o) if old is None else h.on_update(old, o)
+
+    def delete(self, o: JSONObj) -> None:
+        self.store.pop(object_key(o))
+        for h in self.handlers:
+            h.on_delete(o)
+
+
+class FakeInformers:
+    """An InformerFactory whose informers the test fills; `start` marks them synced at once."""
+
+    def __init__(self) -> None:
+        self.by_resource: dict[Resource, FakeInformer] = {}
+
+    @property
+    def informers(self) -> list[FakeInformer]:
+        return list(self.by_resource.values())
+
+    def informer(self, resource: Resource, **_: Any) -> FakeInformer:
+        return self.by_resource.setdefault(resource, FakeInformer(resource))
+
+    def start(self, supervisor: Supervisor) -> None:
+        for informer in self.by_resource.values():
+            informer.synced.set()
+
+    async def wait_for_sync(self) -> None:
+        for informer in self.by_resource.values():
+            await informer.synced.wait()
+
+
+@dataclass
+class FakeElector:
+    """Leads when the test says so (`grant()`), loses when it says so (`revoke()`)."""
+
+    @dataclass(frozen=True)
+    class Config:
+        name: str = "worker.gpustack.ai"
+
+    config: Config = field(default_factory=Config)
+    is_leader: bool = False
+    released: int = 0
+    _granted: asyncio.Event = field(default_factory=asyncio.Event)
+    _lost: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def grant(self) -> None:
+        self._lost.clear()
+        self._granted.set()
+
+    def revoke(self) -> None:
+        self._granted.clear()
+        self._lost.set()
+
+    async def acquire(self) -> None:
+        await self._granted.wait()
+        self.is_leader = True
+
+    async def hold(self) -> None:
+        await self._lost.wait()
+        self.is_leader = False
+
+    async def release(self) -> None:
+        self.released += 1
+        self.is_leader = False
+
+
+@dataclass
+class FakeRecorder:
+    events: list[tuple[JSONObj, str, str, str]] = field(default_factory=list)
+
+    def event(
+        self, regarding: JSONObj, type_: str, reason: str, note: str, *, action: str = "Reconcile"
+    ) -> None:
+        self.events.append((regarding, type_, reason, note))
+
+    async def run(self) -> None:
+        await asyncio.Event().wait()
+
+
+class ScriptedReconciler:
+    """Records every call; `outcomes[key]` is a list of what successive calls do (raise or return)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.outcomes: dict[str, list[Any]] = {}
+        self.running: set[str] = set()
+        self.overlaps: list[str] = []
+        self.gate: asyncio.Event | None = None  # when set by a test, reconciles wait for it
+        self.finished: list[str] = []
+
+    async def reconcile(self, key: str) -> Result:
+        if key in self.running:
+            self.overlaps.append(key)
+        self.running.add(key)
+        self.calls.append(key)
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            await asyncio.sleep(0)
+            script = self.outcomes.get(key)
+            outcome = script.pop(0) if script else DONE
+            if isinstance(outcome, BaseException):
+                raise outcome
+            self.finished.append(key)
+            return outcome  # type: ignore[no-any-return]
+        finally:
+            self.running.discard(key)
+
+
+__all__ = [
+    "FakeElector",
+    "FakeInformer",
+    "FakeInformers",
+    "FakeRecorder",
+    "ScriptedReconciler",
+    "TerminalError",
+    "obj",
+]

@@ -1,0 +1,156 @@
+"""Allocate's checks: cross-mode refusals, bad IDs, finished pods, reservations and failed records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpustack_operator.api.types.devices import DeviceAllocationMode
+from gpustack_operator.device_manager.allocator.allocator import Allocator
+from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation
+from gpustack_operator.device_manager.plugin.handler import (
+    AllocateError,
+    AllocationRefusedError,
+    PodNotFoundError,
+)
+from gpustack_operator.device_manager.plugin.inventory import Inventory
+from tests.unit.device_manager.allocator.builders import (
+    EXCLUSIVE,
+    H100,
+    SHARED,
+    SLICED,
+    container,
+    device_id,
+    group,
+    pod,
+    sliced_limits,
+    uuid,
+)
+from tests.unit.device_manager.allocator.conftest import FakeCluster, make_allocator
+
+MODES = {
+    "Exclusive": (DeviceAllocationMode.EXCLUSIVE, 1_600_000),
+    "Shared": (DeviceAllocationMode.SHARED, 160_000),
+    "Sliced": (DeviceAllocationMode.SLICED, 400_000),
+}
+REQUESTS = {
+    EXCLUSIVE.name: (EXCLUSIVE, {"nvidia.com/gpu": "1"}, device_id(0)),
+    SHARED.name: (SHARED, {"nvidia.com/gpu.shared": "1"}, device_id(0, 160000)),
+    SLICED.name: (SLICED, sliced_limits(), device_id(0, 1)),
+}
+
+
+def holder(mode: str, *, phase: str = "Running") -> dict[str, object]:
+    """A pod that already holds card 0 in `mode`."""
+    held, units = MODES[mode]
+    allocation = ContainerAllocation(held, (AllocatedCard(H100, "nvidia", uuid(0), 0, units),), ("x",))
+    return pod("holder", container(), phase=phase, allocations={"main": allocation})
+
+
+@pytest.mark.parametrize(
+    ("held", "requested"),
+    [("Sliced", EXCLUSIVE.name), ("Shared", EXCLUSIVE.name), ("Exclusive", SLICED.name),
+     ("Shared", SLICED.name), ("Sliced", SHARED.name), ("Exclusive", SHARED.name)],
+    ids=["exclusive-on-sliced", "exclusive-on-shared", "sliced-on-exclusive", "sliced-on-shared",
+         "shared-on-sliced", "shared-on-exclusive"],
+)  # fmt: skip
+async def test_a_card_held_in_another_mode_is_refused_with_failed_precondition(
+    allocator: Allocator, cluster: FakeCluster, held: str, requested: str
+) -> None:
+    resource, limits, device = REQUESTS[requested]
+    cluster.add(holder(held), pod("new", container("main", limits), minute=5))
+    with pytest.raises(AllocationRefusedError) as caught:
+        await allocator.allocate(resource, [device])
+    assert caught.value.status == "FAILED_PRECONDITION"
+    assert f"card {uuid(0)} is held {held} by ns/holder" in str(caught.value)
+    assert "ns/new" in str(caught.value)
+    assert cluster.writes == []
+
+
+@pytest.mark.parametrize("mode", ["Sliced", "Shared"], ids=["more-slices", "more-shares"])
+async def test_the_same_mode_stacks_on_a_card(allocator: Allocator, cluster: FakeCluster, mode: str) -> None:
+    resource, limits, device = REQUESTS[SLICED.name if mode == "Sliced" else SHARED.name]
+    cluster.add(holder(mode), pod("new", container("main", limits), minute=5))
+    await allocator.allocate(resource, [device])
+    assert [name for name, _ in cluster.writes] == ["new"]
+
+
+async def test_a_finished_pod_holds_nothing(allocator: Allocator, cluster: FakeCluster) -> None:
+    cluster.add(
+        holder("Exclusive", phase="Succeeded"), pod("new", container("main", sliced_limits()), minute=5)
+    )
+    await allocator.allocate(SLICED, [device_id(0, 1)])
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [([device_id(0, 1)], "unknown device"), (["garbage"], "unknown device"),
+     ([device_id(7)], "unknown device"), ([], "no devices")],
+    ids=["not-in-this-modes-pool", "not-an-id", "card-not-on-this-node", "nothing"],
+)  # fmt: skip
+async def test_ids_this_plugin_never_advertised_are_refused(
+    allocator: Allocator, cluster: FakeCluster, ids: list[str], message: str
+) -> None:
+    cluster.add(pod("p", container("main", {"nvidia.com/gpu": "1"})))
+    with pytest.raises(AllocationRefusedError, match=message):
+        await allocator.allocate(EXCLUSIVE, ids)
+
+
+async def test_a_token_of_an_unhealthy_card_is_refused(cluster: FakeCluster, tmp_path: Path) -> None:
+    allocator = make_allocator(cluster, tmp_path, Inventory("nvidia", [group(unhealthy=[0])]))
+    cluster.add(pod("p", container("main", {"nvidia.com/gpu": "1"})))
+    with pytest.raises(AllocationRefusedError, match="unhealthy"):
+        await allocator.allocate(EXCLUSIVE, [device_id(0)])
+
+
+async def test_a_reservation_guards_the_card_until_the_annotation_reaches_the_cache(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    cluster.lag = True
+    cluster.add(
+        pod("first", container("main", {"nvidia.com/gpu": "1"})),
+        pod("second", container("main", sliced_limits()), minute=1),
+    )
+    await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    with pytest.raises(AllocationRefusedError, match="held Exclusive by ns/first"):
+        await allocator.allocate(SLICED, [device_id(0, 4)])
+
+
+async def test_no_matching_pending_pod_fails_after_the_retries(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    cluster.add(
+        pod("running", container("main", {"nvidia.com/gpu": "1"}), phase="Running"),
+        pod("two", container("main", {"nvidia.com/gpu": "2"})),
+        pod("leaving", container("main", {"nvidia.com/gpu": "1"}), deleting=True),
+    )
+    with pytest.raises(
+        PodNotFoundError, match=r"no pending pod on node node-a .* nvidia\.com/gpu limit is 1"
+    ):
+        await allocator.allocate(EXCLUSIVE, [device_id(0)])
+
+
+async def test_a_failed_record_fails_allocate_and_frees_the_reservation(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    cluster.add(pod("p", container("main", {"nvidia.com/gpu": "1"})))
+    cluster.fail_writes = True
+    with pytest.raises(AllocateError, match="cannot record the allocation of pod ns/p"):
+        await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    assert len(allocator.reservations) == 0
+    cluster.fail_writes = False
+    await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    assert [name for name, _ in cluster.writes] == ["p"]
+
+
+async def test_gone_pods_lose_reservations_and_work_dirs(allocator: Allocator, cluster: FakeCluster) -> None:
+    cluster.add(pod("p", container("main", sliced_limits()), uid="uid-gone"))
+    await allocator.allocate(SLICED, [device_id(0, 1)])
+    work = allocator.config.paths.pods_dir / "uid-gone"
+    assert work.is_dir()
+    assert allocator.collect([]) == [], "a pod being allocated keeps its work dir"
+    allocator.release(cluster.pods[0])
+    assert len(allocator.reservations) == 0
+    assert allocator.collect([]) == ["uid-gone"]
+    assert not work.exists()

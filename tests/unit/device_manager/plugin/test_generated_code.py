@@ -1,0 +1,39 @@
+"""The committed device plugin API code is what grpcio-tools makes of the vendored proto today."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+from gpustack_operator.device_manager.plugin.api import pb, rpc
+
+SCRIPT = Path(__file__).resolve().parents[4] / "scripts" / "gen_deviceplugin.py"
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_deviceplugin", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_generated_code_matches_a_fresh_generation() -> None:
+    diffs = _script().stale()
+    assert not diffs, "stale generated code; run scripts/gen_deviceplugin.py:\n" + "\n".join(diffs.values())
+
+
+def test_services_keep_the_kubelets_wire_names() -> None:
+    services = pb.DESCRIPTOR.services_by_name
+    assert services["Registration"].full_name == "v1beta1.Registration"
+    assert services["DevicePlugin"].full_name == "v1beta1.DevicePlugin"
+    assert hasattr(rpc, "add_DevicePluginServicer_to_server")
+
+
+def test_proto_header_names_its_source_and_no_gogo_options_remain() -> None:
+    proto = (SCRIPT.parents[1] / "src/gpustack_operator/device_manager/plugin/api/api.proto").read_text()
+    assert "k8s.io/kubelet@v0.37.2" in proto
+    assert "gogoproto." not in proto
+    assert "package v1beta1;" in proto

@@ -1,0 +1,108 @@
+"""The simulated backend gives the sandbox's fake nodes stable cards and lets tests break them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpustack_operator.device_manager.model import DetectionError
+from gpustack_operator.device_manager.simulated import SimulatedBackend, simulated_uuid
+
+SANDBOX_INVENTORY = Path(__file__).parents[3] / "src/gpustack_operator/sandbox/inventory.yaml"
+
+
+def inventory(tmp_path: Path, gpus: list[dict[str, object]]) -> Path:
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump({"nodes": [{"name": "gpu-0", "cpu": {"cores": 8}, "gpus": gpus}]}))
+    return path
+
+
+def test_sandbox_inventory_node_has_its_cards_with_stable_distinct_uuids() -> None:
+    cards = SimulatedBackend(SANDBOX_INVENTORY, "h100-0").detect()
+    again = SimulatedBackend(SANDBOX_INVENTORY, "h100-0").detect()
+    other = SimulatedBackend(SANDBOX_INVENTORY, "h100-1").detect()
+    assert len(cards) == 8
+    assert [c.uuid for c in cards] == [c.uuid for c in again]
+    assert not {c.uuid for c in cards} & {c.uuid for c in other}
+    assert cards[3].uuid == simulated_uuid("h100-0", "nvidia", 3)
+    assert cards[3].uuid.startswith("GPU-")
+    assert {(c.product, c.memory_mib) for c in cards} == {("NVIDIA H100 80GB HBM3", 81559)}
+
+
+def test_indexes_count_per_manufacturer_and_optional_facts_are_read(tmp_path: Path) -> None:
+    path = inventory(
+        tmp_path,
+        [
+            {"manufacturer": "nvidia", "product": "NVIDIA A10", "count": 2, "memoryMiB": 23028},
+            {"manufacturer": "ascend", "product": "Ascend910B2", "count": 1, "memoryMiB": 65536},
+            {
+                "manufacturer": "nvidia",
+                "product": "NVIDIA L40S",
+                "count": 1,
+                "memoryMiB": 49140,
+                "runtimeVersion": "12.4",
+                "computeCapability": "8.9",
+                "cores": 18176,
+            },
+        ],
+    )
+    cards = SimulatedBackend(path, "gpu-0").detect()
+    assert [(c.manufacturer, c.index) for c in cards] == [
+        ("nvidia", 0),
+        ("nvidia", 1),
+        ("ascend", 0),
+        ("nvidia", 2),
+    ]
+    assert (cards[3].runtime_version, cards[3].compute_capability, cards[3].cores) == ("12.4", "8.9", 18176)
+    assert len({c.pci_bus_id for c in cards}) == 4
+
+
+def test_a_node_without_gpus_has_no_cards_and_an_unknown_node_is_an_error() -> None:
+    assert SimulatedBackend(SANDBOX_INVENTORY, "cpu-0").detect() == []
+    with pytest.raises(DetectionError, match="not in inventory"):
+        SimulatedBackend(SANDBOX_INVENTORY, "no-such-node").detect()
+
+
+def test_faults_through_the_api_turn_a_card_unhealthy_or_remove_it() -> None:
+    backend = SimulatedBackend(SANDBOX_INVENTORY, "a10-0")
+    first, second, *_ = backend.detect()
+    backend.mark_unhealthy(first.uuid)
+    backend.remove(second.uuid)
+    cards = backend.detect()
+    assert [(c.uuid, c.healthy) for c in cards[:1]] == [(first.uuid, False)]
+    assert second.uuid not in {c.uuid for c in cards}
+    assert len(cards) == 3
+    backend.clear_faults()
+    assert all(c.healthy for c in backend.detect())
+
+
+def test_faults_file_is_reread_on_every_detection(tmp_path: Path) -> None:
+    faults = tmp_path / "faults.yaml"
+    backend = SimulatedBackend(SANDBOX_INVENTORY, "a10-0", faults)
+    uuids = [c.uuid for c in backend.detect()]
+    faults.write_text(yaml.safe_dump({"unhealthy": [uuids[2]], "missing": [uuids[0]]}))
+    assert [(c.uuid, c.healthy) for c in backend.detect()] == [
+        (uuids[1], True),
+        (uuids[2], False),
+        (uuids[3], True),
+    ]
+    faults.unlink()
+    assert len(backend.detect()) == 4
+
+
+def test_malformed_inventory_is_a_detection_error(tmp_path: Path) -> None:
+    path = inventory(tmp_path, [{"manufacturer": "nvidia", "product": "X"}])
+    with pytest.raises(DetectionError, match="bad gpus entry"):
+        SimulatedBackend(path, "gpu-0").detect()
+
+
+def test_metrics_show_idle_cards_with_their_health() -> None:
+    backend = SimulatedBackend(SANDBOX_INVENTORY, "a10-0")
+    backend.mark_unhealthy(backend.detect()[0].uuid)
+    readings = backend.metrics()
+    assert [(r.healthy, r.memory_total_mib, r.utilization_percent) for r in readings[:2]] == [
+        (False, 23028, 0),
+        (True, 23028, 0),
+    ]
