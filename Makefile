@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lint typecheck imports unit control-plane test sandbox sandbox-down bench crds clean
+.PHONY: setup lint typecheck unit control-plane test run sandbox sandbox-down crds clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,11 @@ test: lint control-plane
 	$(BIN)/pytest -q
 
 sandbox: control-plane
-	$(BIN)/gpustack-operator sandbox up
+	$(BIN)/gpustack-operator sandbox status >/dev/null 2>&1 || $(BIN)/gpustack-operator sandbox up
+
+# The main job: the worker against the local sandbox (started first if it is not running).
+run: sandbox
+	KUBERNETES_POD_NAMESPACE=gpustack-system $(BIN)/gpustack-operator worker --kubeconfig .sandbox/kubeconfig
 
 sandbox-down: $(STAMP)
 	$(BIN)/gpustack-operator sandbox down

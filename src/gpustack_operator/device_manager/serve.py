@@ -68,11 +68,21 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     """`serve`'s own flags (the backend flags come from the command module)."""
     parser.add_argument("--no-sliced", action="store_true", help="do not serve <base>.sliced")
     parser.add_argument("--no-shared", action="store_true", help="do not serve <base>.shared")
-    parser.add_argument("--kube-socket", type=Path, default=Path(KUBELET_SOCKET), help="%(default)s")
+    parser.add_argument(
+        "--kube-socket",
+        type=Path,
+        default=Path(KUBELET_SOCKET),
+        help="the kubelet's device-plugin registration socket (default: %(default)s)",
+    )
     parser.add_argument(
         "--device-plugin-dir", type=Path, help="where plugin sockets go (default: the kube socket's dir)"
     )
-    parser.add_argument("--monitor-period", type=parse_duration, default=15.0, help="default: 15s")
+    parser.add_argument(
+        "--monitor-period",
+        type=parse_duration,
+        default=15.0,
+        help="how often to re-detect cards and their health, e.g. 15s or 1m (default: 15s)",
+    )
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: in-cluster)")
 
 
