@@ -38,8 +38,15 @@ class Worker:
     log: Path
 
     async def get(self, port: int, path: str) -> tuple[int, str]:
-        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}{path}") as resp:
-            return resp.status, await resp.text()
+        """(status, body); (0, "") while the worker is not listening yet, so callers can poll."""
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"http://127.0.0.1:{port}{path}") as resp,
+            ):
+                return resp.status, await resp.text()
+        except aiohttp.ClientConnectionError:
+            return 0, ""
 
     async def metrics(self) -> str:
         return (await self.get(self.metrics_port, "/metrics"))[1]
@@ -106,10 +113,7 @@ async def worker_pool(sandbox: Sandbox, kube: Client, log_dir: Path) -> AsyncIte
 
 async def ready(worker: Worker) -> bool:
     """/readyz answers 200 (False while the server is not up yet)."""
-    try:
-        return await worker.probe("/readyz") == 200
-    except aiohttp.ClientError:
-        return False
+    return await worker.probe("/readyz") == 200
 
 
 async def lease_spec(kube: Client, namespace: str) -> dict[str, Any]:

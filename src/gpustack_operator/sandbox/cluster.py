@@ -144,6 +144,9 @@ class Sandbox:
                 f"binaries missing in {self.bin_dir}: {', '.join(missing)}; "
                 "run `gpustack-operator sandbox build`"
             )
+        problem = nodeagents.socket_path_problem(self.run_dir, inventory.load(self.inventory_file))
+        if problem:
+            raise SandboxError(problem)
         t0 = time.monotonic()
         for sub in (
             "etcd",

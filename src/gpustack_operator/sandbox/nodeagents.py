@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
+from gpustack_operator.api.types.devices import DeviceAllocationMode
+from gpustack_operator.device_manager.plugin.handler import ResourceSpec
+from gpustack_operator.device_manager.plugin.server import MAX_SOCKET_PATH, socket_name
 from gpustack_operator.nodefeature.manufacturers import manufacturers
 from gpustack_operator.nodefeature.resources import (
     ResourceKind,
@@ -50,6 +53,21 @@ def node_dir(run_dir: Path, node: str) -> Path:
 
 def plugin_dir(run_dir: Path, node: str) -> Path:
     return node_dir(run_dir, node) / "plugins"
+
+
+def socket_path_problem(run_dir: Path, nodes: list[InventoryNode]) -> str | None:
+    """Why the run directory is too deep for the plugins' unix sockets (107 bytes at most), or None."""
+    for node in nodes:
+        for gpu in node.gpus:
+            for mode in set(DeviceAllocationMode) - {DeviceAllocationMode.NONE}:
+                spec = ResourceSpec(name="", manufacturer=gpu.manufacturer, mode=mode)
+                path = plugin_dir(run_dir, node.name) / socket_name(spec)
+                if len(str(path).encode()) > MAX_SOCKET_PATH:
+                    return (
+                        f"the device-plugin socket {path} would be longer than {MAX_SOCKET_PATH} bytes, "
+                        "the unix socket limit; choose a shorter --run-dir"
+                    )
+    return None
 
 
 def faults_file(run_dir: Path, node: str) -> Path:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_operator.sandbox import inventory
+from gpustack_operator.sandbox import inventory, nodeagents
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -64,3 +64,11 @@ def test_malformed_inventory_is_refused_with_the_place_named(tmp_path: Path, tex
     with pytest.raises(inventory.InventoryError, match=None) as err:
         inventory.load(write(tmp_path, text))
     assert message in str(err.value)
+
+
+def test_a_run_dir_too_deep_for_plugin_sockets_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    nodes = inventory.load()
+    assert nodeagents.socket_path_problem(Path("/tmp/sandbox"), nodes) is None
+    problem = nodeagents.socket_path_problem(tmp_path / ("x" * 80), nodes)
+    assert problem is not None
+    assert "choose a shorter --run-dir" in problem
