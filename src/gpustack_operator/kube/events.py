@@ -17,11 +17,12 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.lease import micro_time
 from gpustack_operator.kube.resources import EVENTS, Resource
+from gpustack_operator.kube.verbs import ObjectVerbs
 from gpustack_operator.runtime import Clock, MonotonicClock
 
 __all__ = ["EventClient", "EventRecorder", "EventType", "object_reference"]
@@ -32,23 +33,8 @@ EventType = Literal["Normal", "Warning"]
 NOTE_LIMIT = 1024  # bytes the API accepts in `note`
 
 
-class EventClient(Protocol):
-    """The verbs the recorder needs (kube.client.Client has them)."""
-
-    async def create(
-        self, res: Resource, obj: JSONObj, namespace: str | None = None, dry_run: bool = False
-    ) -> JSONObj: ...
-
-    async def patch(
-        self,
-        res: Resource,
-        name: str,
-        patch: Any,
-        *,
-        namespace: str | None = None,
-        content_type: str = ...,
-        subresource: str | None = None,
-    ) -> JSONObj: ...
+EventClient = ObjectVerbs
+"""The verbs this module needs; kube.client.Client has them."""
 
 
 def object_reference(resource: Resource, obj: JSONObj) -> JSONObj:

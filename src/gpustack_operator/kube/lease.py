@@ -19,10 +19,11 @@ import logging
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from gpustack_operator.kube import errors
-from gpustack_operator.kube.resources import LEASES, Resource
+from gpustack_operator.kube.resources import LEASES
+from gpustack_operator.kube.verbs import ObjectVerbs
 from gpustack_operator.runtime import Clock, MonotonicClock
 
 __all__ = ["LeaderElector", "LeaseClient", "LeaseConfig", "micro_time"]
@@ -36,25 +37,8 @@ def micro_time(when: datetime | None = None) -> str:
     return (when or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class LeaseClient(Protocol):
-    """The verbs leader election needs (kube.client.Client has them)."""
-
-    async def get_or_none(self, res: Resource, name: str, namespace: str | None = None) -> JSONObj | None: ...
-
-    async def create(
-        self, res: Resource, obj: JSONObj, namespace: str | None = None, dry_run: bool = False
-    ) -> JSONObj: ...
-
-    async def patch(
-        self,
-        res: Resource,
-        name: str,
-        patch: Any,
-        *,
-        namespace: str | None = None,
-        content_type: str = ...,
-        subresource: str | None = None,
-    ) -> JSONObj: ...
+LeaseClient = ObjectVerbs
+"""The verbs this module needs; kube.client.Client has them."""
 
 
 @dataclass(frozen=True)
