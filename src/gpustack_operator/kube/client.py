@@ -22,7 +22,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.resources import Resource
-from gpustack_operator.runtime import Backoff, Clock, MonotonicClock
+from gpustack_operator.runtime import Backoff, Clock, MonotonicClock, TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,10 @@ class Client:
         *,
         backoff: Backoff = RETRY_BACKOFF,
         clock: Clock | None = None,
+        limiter: TokenBucket | None = None,
     ) -> None:
         self._api = api
+        self._limiter = limiter
         self._retries = retries
         self._backoff = backoff
         self._clock: Clock = clock or MonotonicClock()
@@ -132,6 +134,8 @@ class Client:
         content_type: str,
         timeout: float | aiohttp.ClientTimeout | None,
     ) -> Any:
+        if self._limiter is not None:
+            await self._limiter.acquire()
         try:
             return await self._api.call_api(
                 path,
@@ -342,14 +346,20 @@ class Client:
                 raise
 
 
-async def connect(kubeconfig: Path | None = None) -> Client:
-    """A Client from a kubeconfig file, or from the in-cluster service account when kubeconfig is None."""
+async def connect(
+    kubeconfig: Path | None = None, *, qps: float | None = None, burst: int | None = None
+) -> Client:
+    """A Client from a kubeconfig file, or from the in-cluster service account when kubeconfig is None.
+
+    With qps (and burst, default 2 x qps), every request, watches included, waits for a token first.
+    """
     configuration = k8s_client.Configuration()
     if kubeconfig is not None:
         await k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
     else:
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return Client(k8s_client.ApiClient(configuration))
+    limiter = TokenBucket(qps, burst or max(1, int(2 * qps))) if qps else None
+    return Client(k8s_client.ApiClient(configuration), limiter=limiter)
 
 
 def _unavailable(exc: BaseException) -> errors.Unavailable:

@@ -6,6 +6,7 @@ and reconnect loops out of these parts.
 
 from .backoff import Attempts, Backoff, KeyedAttempts
 from .clock import Clock, FakeClock, MonotonicClock, Timer
+from .ratelimit import TokenBucket
 from .signals import run_until_signal
 from .tasks import Restart, Supervisor, TaskExit, TaskFactory
 from .workqueue import QueueObserver, ShutDownError, WorkQueue
@@ -24,6 +25,7 @@ __all__ = [
     "TaskExit",
     "TaskFactory",
     "Timer",
+    "TokenBucket",
     "WorkQueue",
     "run_until_signal",
 ]

@@ -85,15 +85,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=_positive_float,
         default=50.0,
         metavar="QPS",
-        help="sustained requests per second to kube-apiserver (default: %(default)s); "
-        "recorded but not enforced yet: the client has no rate limiter",
+        help="sustained requests per second to kube-apiserver, watches included (default: %(default)s)",
     )
     p.add_argument(
         "--kube-api-burst",
         type=_positive_int,
         default=100,
         metavar="N",
-        help="requests allowed above the QPS in a burst (default: %(default)s); not enforced yet, as above",
+        help="requests that may go out back to back after a quiet period (default: %(default)s)",
     )
     p.add_argument(
         "--kube-leader-election",

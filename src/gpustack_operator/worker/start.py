@@ -38,7 +38,7 @@ class WorkerOptions:
 
     kubeconfig: Path | None = None
     kube_api_qps: float = 50.0
-    """Not enforced yet: kube.client has no client-side rate limiter."""
+    """Token-bucket rate of the API client (kube.client.connect)."""
     kube_api_burst: int = 100
     leader_election: bool = True
     leader_election_id: str = "worker.gpustack.ai"
@@ -102,7 +102,7 @@ class _Worker:
 
 async def run(options: WorkerOptions, environment: Environment, settings: Mapping[str, str]) -> int:
     """Run the worker until SIGTERM/SIGINT; returns the process exit code."""
-    client = await connect(options.kubeconfig)
+    client = await connect(options.kubeconfig, qps=options.kube_api_qps, burst=options.kube_api_burst)
     try:
         worker = _Worker(client, options, environment, settings)
         return await run_until_signal(worker.setup)

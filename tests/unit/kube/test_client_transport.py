@@ -18,7 +18,7 @@ import pytest
 from gpustack_operator.kube import errors, patches, resources
 from gpustack_operator.kube.client import JSON_PATCH, MERGE_PATCH, Client
 from gpustack_operator.kube.watch import watch
-from gpustack_operator.runtime import Backoff
+from gpustack_operator.runtime import Backoff, TokenBucket
 
 from .fakes import RecordingClock
 
@@ -241,3 +241,14 @@ async def test_watch_failures_surface_as_our_errors(answer: Any, want: type[Exce
     kube, _, _ = client(answer)
     with pytest.raises(want):
         await events_of(kube)
+
+
+async def test_every_request_waits_for_a_token_of_the_rate_limiter() -> None:
+    http = ScriptedHttp(*(FakeResponse(200, {"kind": "ConfigMap"}) for _ in range(4)))
+    clock = RecordingClock()
+    kube = Client(http, 0, clock=clock, limiter=TokenBucket(rate=2.0, burst=2, clock=clock))
+    for _ in range(4):
+        await kube.get(CM, "x", "ns")
+    assert len(http.calls) == 4
+    # Two go out at once (the burst); the next two each wait half a second (2 per second).
+    assert clock.sleeps == [0.5, 0.5]
