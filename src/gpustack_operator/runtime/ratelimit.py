@@ -7,7 +7,7 @@ out back to back after a quiet period.
 
 from __future__ import annotations
 
-from gpustack_operator.runtime.clock import Clock, MonotonicClock
+from .clock import Clock, MonotonicClock
 
 
 class TokenBucket:
