@@ -13,7 +13,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,8 @@ class State:
     kubeconfig: str
     ports: dict[str, int]
     pids: dict[str, int] = field(default_factory=dict)
+    process_starts: dict[str, int | None] = field(default_factory=dict)
+    """Each PID's start time, so a PID reused by another process after a crash or reboot is left alone."""
     argv: dict[str, list[str]] = field(default_factory=dict)
     started_at: float = field(default_factory=time.time)
     agent_probes: dict[str, str] = field(default_factory=dict)
@@ -52,6 +54,14 @@ class State:
 
     def save(self) -> None:
         (Path(self.run_dir) / STATE_FILE).write_text(json.dumps(asdict(self), indent=2))
+
+    def alive(self, name: str) -> bool:
+        """The component we started under this name is still running."""
+        return process.alive(self.pids[name], self.process_starts.get(name))
+
+    def stop(self, name: str, grace: float = 10.0) -> bool:
+        """Stop that component (its whole process group); True if it had to be killed."""
+        return process.stop(self.pids[name], grace, self.process_starts.get(name))
 
     @classmethod
     def load(cls, run_dir: Path) -> State | None:
@@ -106,6 +116,7 @@ class Sandbox:
         assert self.state is not None
         started = process.spawn(name, argv, self.run_dir / "logs")
         self.state.pids[name] = started.pid
+        self.state.process_starts[name] = started.started_at
         self.state.argv[name] = list(argv)
         self.state.save()
         return started
@@ -136,7 +147,7 @@ class Sandbox:
     # ---- up ------------------------------------------------------------------------------------------------
     async def up(self) -> State:
         """Start every component and wait until all are ready; stops what it started if anything fails."""
-        if self.state and any(process.alive(pid) for pid in self.state.pids.values()):
+        if self.state and any(self.state.alive(name) for name in self.state.pids):
             raise SandboxError(f"a sandbox is already running in {self.run_dir}; run `sandbox down` first")
         missing = build.missing_binaries(self.bin_dir)
         if missing:
@@ -194,8 +205,8 @@ class Sandbox:
                 d for d in yaml.safe_load_all((nfd_mod / NFD_CRDS).read_text()) if d
             ]
             crds += our_crds.custom_resource_definitions()
-            await asyncio.gather(*(client.apply(resources.CRDS, crd) for crd in crds))
-            await asyncio.gather(
+            await _together(*(client.apply(resources.CRDS, crd) for crd in crds))
+            await _together(
                 self._launch(
                     "kube-controller-manager",
                     components.controller_manager(
@@ -230,7 +241,7 @@ class Sandbox:
                     kueue.configuration(ports.kueue_webhook, ports.kueue_health, self.run_dir / "kueue-certs")
                 )
             )
-            await asyncio.gather(
+            await _together(
                 self._launch(
                     "kueue",
                     components.kueue(self._binary("kueue"), self.kubeconfig, self.run_dir / "kueue.yaml"),
@@ -260,7 +271,7 @@ class Sandbox:
             for agent in pair:
                 await self._launch(agent.name, agent.argv, health.Probe(agent.probe))
 
-        await asyncio.gather(*(start(pair) for pair in pairs))
+        await _together(*(start(pair) for pair in pairs))
 
     async def _wait_established(self, client: Client, names: list[str], timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -352,8 +363,7 @@ class Sandbox:
         state = self.state
         if state is None or name not in state.pids:
             raise SandboxError(f"{name} is not running in {self.run_dir}")
-        pid = state.pids[name]
-        await asyncio.to_thread(process.stop, pid, 0.0 if kill else 10.0)
+        await asyncio.to_thread(state.stop, name, 0.0 if kill else 10.0)
         t0 = time.monotonic()
         await self._launch(name, state.argv[name], self.probes(components.Ports(**state.ports))[name])
         return time.monotonic() - t0
@@ -366,8 +376,8 @@ class Sandbox:
             return []
         stopped: list[str] = []
         for name, pid in reversed(list(state.pids.items())):
-            if process.alive(pid):
-                killed = await asyncio.to_thread(process.stop, pid)
+            if state.alive(name):
+                killed = await asyncio.to_thread(state.stop, name)
                 stopped.append(f"{name} (pid {pid}{', killed' if killed else ''})")
         (self.run_dir / STATE_FILE).unlink(missing_ok=True)
         shutil.rmtree(self.run_dir / "etcd", ignore_errors=True)
@@ -382,12 +392,23 @@ class Sandbox:
         probes = self.probes(components.Ports(**state.ports))
         out: dict[str, tuple[bool, str]] = {}
         for name, pid in state.pids.items():
-            if not process.alive(pid):
+            if not state.alive(name):
                 out[name] = (False, f"pid {pid} is not running")
                 continue
             ok, answer = await health.check(probes[name])
             out[name] = (ok, f"pid {pid}: {answer}")
         return out
+
+
+async def _together(*steps: Coroutine[Any, Any, Any]) -> None:
+    """Run steps concurrently; on the first failure cancel the others (so nothing starts after it) and
+    raise that failure itself, not an ExceptionGroup."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for step in steps:
+                group.create_task(step)
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
 
 
 def _node_schedulable(node: dict[str, Any]) -> bool:

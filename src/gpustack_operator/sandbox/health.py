@@ -57,7 +57,7 @@ async def wait_ready(name: str, probe: Probe, started: process.Started, timeout:
     t0 = time.monotonic()
     answer = ""
     while time.monotonic() - t0 < timeout:
-        if not process.alive(started.pid):
+        if not process.alive(started.pid, started.started_at):
             raise NotReadyError(
                 f"{name} exited during start-up; last log lines ({started.log}):\n{process.tail(started.log)}"
             )

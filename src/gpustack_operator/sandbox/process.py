@@ -27,11 +27,22 @@ def free_port() -> int:
 
 @dataclass(frozen=True)
 class Started:
-    """A running component: its name, PID and log file."""
+    """A running component: its name, PID, start time (to tell it from a later process with the same PID)
+    and log file."""
 
     name: str
     pid: int
     log: Path
+    started_at: int | None = None
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), or None if gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def spawn(
@@ -48,11 +59,13 @@ def spawn(
             cwd=cwd,
             start_new_session=True,
         )
-    return Started(name, proc.pid, log)
+    return Started(name, proc.pid, log, start_time(proc.pid))
 
 
-def alive(pid: int) -> bool:
-    """True while pid runs and is not a zombie."""
+def alive(pid: int, started_at: int | None = None) -> bool:
+    """True while pid runs, is not a zombie and, when started_at is given, is still the process we started."""
+    if started_at is not None and start_time(pid) != started_at:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -70,21 +83,36 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def stop(pid: int, grace: float = 10.0) -> bool:
-    """SIGTERM pid, wait up to grace seconds, then SIGKILL. Returns True if it had to be killed."""
-    if not alive(pid):
-        return False
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
+def _signal(pid: int, sig: signal.Signals) -> None:
+    """Signal the process group our session leader heads (its children too), else the process alone."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _wait_gone(pid: int, started_at: int | None, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not alive(pid):
-            return False
+        if not alive(pid, started_at):
+            return True
         time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    while alive(pid):
-        time.sleep(0.05)
+    return not alive(pid, started_at)
+
+
+def stop(pid: int, grace: float = 10.0, started_at: int | None = None) -> bool:
+    """SIGTERM pid's group, wait up to grace seconds, then SIGKILL. Returns True if it had to be killed.
+
+    With started_at, a PID now used by some other process is left alone.
+    """
+    if not alive(pid, started_at):
+        return False
+    _signal(pid, signal.SIGTERM)
+    if _wait_gone(pid, started_at, grace):
+        return False
+    _signal(pid, signal.SIGKILL)
+    _wait_gone(pid, started_at, 10.0)
     return True
 
 

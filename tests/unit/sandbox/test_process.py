@@ -1,0 +1,48 @@
+"""Stopping sandbox processes by PID: exactly what we started, children included, nothing else."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from gpustack_operator.sandbox import process
+
+
+def _child_pid(parent: int) -> int:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        children = Path(f"/proc/{parent}/task/{parent}/children")
+        text = children.read_text().split() if children.exists() else []
+        if text:
+            return int(text[0])
+        time.sleep(0.05)
+    raise AssertionError(f"pid {parent} started no child")
+
+
+def test_stop_ends_the_component_and_the_children_it_spawned(tmp_path: Path) -> None:
+    started = process.spawn("shell", ["sh", "-c", "sleep 60 & wait"], tmp_path)
+    child = _child_pid(started.pid)
+    assert process.alive(started.pid, started.started_at)
+    killed = process.stop(started.pid, grace=5.0, started_at=started.started_at)
+    assert not killed, "SIGTERM to the process group was enough"
+    assert not process.alive(started.pid)
+    assert not process.alive(child), "the component's child outlived it"
+
+
+def test_a_reused_pid_is_neither_reported_alive_nor_signalled(tmp_path: Path) -> None:
+    started = process.spawn("sleeper", ["sleep", "60"], tmp_path)
+    assert started.started_at is not None
+    someone_else = started.started_at + 1  # what a state file from before a reboot would hold
+    try:
+        assert not process.alive(started.pid, someone_else)
+        assert process.stop(started.pid, grace=0.1, started_at=someone_else) is False
+        assert process.alive(started.pid, started.started_at), "an unrelated process was signalled"
+    finally:
+        process.stop(started.pid, grace=5.0, started_at=started.started_at)
+    assert not process.alive(started.pid)
+
+
+def test_start_time_of_a_missing_pid_is_none() -> None:
+    assert process.start_time(os.getpid()) is not None
+    assert process.start_time(2**22 + 12345) is None
