@@ -25,6 +25,7 @@ from gpustack_operator.device_manager.monitor import DetectLoop, format_metrics
 from gpustack_operator.device_manager.reporting import Reporter
 from gpustack_operator.device_manager.simulated import SimulatedBackend
 from gpustack_operator.kube.client import connect
+from gpustack_operator.kube.errors import KubeConfigError
 from gpustack_operator.nodefeature.manufacturers import ManufacturerConfigError, known_manufacturers
 from gpustack_operator.settings.environment import Environment, EnvironmentValueError
 
@@ -169,4 +170,8 @@ def run_serve(args: argparse.Namespace) -> int:
     except (ValueError, DetectionError, EnvironmentValueError, ManufacturerConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    return asyncio.run(serve_module.serve(options, backend))
+    try:
+        return asyncio.run(serve_module.serve(options, backend))
+    except KubeConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

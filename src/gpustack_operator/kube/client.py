@@ -85,7 +85,8 @@ class Client:
         """One API request, retrying transient failures up to `retries` times; returns the decoded body.
 
         A request whose connection broke may have been applied before it broke, so a retried create can
-        answer AlreadyExists; pass `retries=0` where a caller must see the first failure (lease renewal).
+        answer AlreadyExists; pass `retries=0` where a caller must see the first failure. Callers with a
+        deadline (leader election) bound the whole call with their own timeout.
         """
         attempts = self._backoff.attempts()
         limit = self._retries if retries is None else retries
@@ -354,10 +355,17 @@ async def connect(
     With qps (and burst, default 2 x qps), every request, watches included, waits for a token first.
     """
     configuration = k8s_client.Configuration()
-    if kubeconfig is not None:
-        await k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-    else:
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    if kubeconfig is not None and not kubeconfig.is_file():
+        raise errors.KubeConfigError(f"kubeconfig {kubeconfig} does not exist or is not a file")
+    try:
+        if kubeconfig is not None:
+            await k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+        else:
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (k8s_config.ConfigException, OSError) as exc:
+        where = f"kubeconfig {kubeconfig}" if kubeconfig is not None else "the in-cluster service account"
+        hint = "" if kubeconfig is not None else " (outside a cluster, pass --kubeconfig or set KUBECONFIG)"
+        raise errors.KubeConfigError(f"cannot use {where}: {exc}{hint}") from exc
     limiter = TokenBucket(qps, burst or max(1, int(2 * qps))) if qps else None
     return Client(k8s_client.ApiClient(configuration), limiter=limiter)
 

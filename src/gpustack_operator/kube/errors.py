@@ -82,6 +82,10 @@ class Unavailable(KubeError):
     transient = True
 
 
+class KubeConfigError(ValueError):
+    """No usable kubeconfig or in-cluster service account: the message says which and where."""
+
+
 _BY_STATUS: dict[int, type[KubeError]] = {
     400: BadRequest,
     401: Unauthorized,

@@ -108,9 +108,16 @@ class LeaderElector:
             "spec": {"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": micro_time()},
         }
         try:
-            await self._client.patch(LEASES, self.config.name, patch, namespace=self.config.namespace)
-        except errors.KubeError as e:
-            log.warning("Lease %s: %s could not release it: %s", self.where, self.config.identity, e)
+            # Bounded: shutdown must not wait out the client's retries; an unreleased lease just expires.
+            async with asyncio.timeout(self.config.retry_period):
+                await self._client.patch(LEASES, self.config.name, patch, namespace=self.config.namespace)
+        except (errors.KubeError, TimeoutError) as e:
+            log.warning(
+                "Lease %s: %s could not release it (it will expire): %s",
+                self.where,
+                self.config.identity,
+                e or "timed out",
+            )
             return
         self._seen = None
         log.info("Lease %s: %s released it", self.where, self.config.identity)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from gpustack_operator.apiserver.health import parse_address
+from gpustack_operator.kube.errors import KubeConfigError
 from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.catalog import SettingsEnvironmentError, initial_values
 from gpustack_operator.settings.environment import Environment, EnvironmentValueError
@@ -155,4 +156,8 @@ def _run(args: argparse.Namespace) -> int:
         metrics_address=args.metrics_bind_address,
         health_address=args.health_probe_bind_address,
     )
-    return asyncio.run(run(options, environment, settings))
+    try:
+        return asyncio.run(run(options, environment, settings))
+    except KubeConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -10,13 +10,14 @@ import json
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
 from gpustack_operator.kube import errors, patches, resources
-from gpustack_operator.kube.client import JSON_PATCH, MERGE_PATCH, Client
+from gpustack_operator.kube.client import JSON_PATCH, MERGE_PATCH, Client, connect
 from gpustack_operator.kube.watch import watch
 from gpustack_operator.runtime import Backoff, TokenBucket
 
@@ -252,3 +253,12 @@ async def test_every_request_waits_for_a_token_of_the_rate_limiter() -> None:
     assert len(http.calls) == 4
     # Two go out at once (the burst); the next two each wait half a second (2 per second).
     assert clock.sleeps == [0.5, 0.5]
+
+
+async def test_connect_names_a_missing_kubeconfig_instead_of_a_library_traceback(tmp_path: Path) -> None:
+    with pytest.raises(errors.KubeConfigError, match="does not exist"):
+        await connect(tmp_path / "nope")
+    broken = tmp_path / "broken"
+    broken.write_text("apiVersion: v1\nkind: Config\n")
+    with pytest.raises(errors.KubeConfigError, match=f"cannot use kubeconfig {broken}"):
+        await connect(broken)
