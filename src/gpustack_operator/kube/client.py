@@ -9,6 +9,7 @@ paginated; `stream` hands the watch module a long-lived response line by line.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -355,7 +356,7 @@ async def connect(
     With qps (and burst, default 2 x qps), every request, watches included, waits for a token first.
     """
     configuration = k8s_client.Configuration()
-    if kubeconfig is not None and not kubeconfig.is_file():
+    if kubeconfig is not None and not await asyncio.to_thread(kubeconfig.is_file):
         raise errors.KubeConfigError(f"kubeconfig {kubeconfig} does not exist or is not a file")
     try:
         if kubeconfig is not None:

@@ -22,7 +22,7 @@ import yaml
 
 from gpustack_operator.api import crds as our_crds
 from gpustack_operator.api.keys import DEFAULT_SYSTEM_NAMESPACE
-from gpustack_operator.kube import errors, resources
+from gpustack_operator.kube import definitions, errors, resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.conditions import is_true
 from gpustack_operator.sandbox import build, components, health, inventory, kueue, kwok, nodeagents, process
@@ -205,7 +205,6 @@ class Sandbox:
                 d for d in yaml.safe_load_all((nfd_mod / NFD_CRDS).read_text()) if d
             ]
             crds += our_crds.custom_resource_definitions()
-            await _together(*(client.apply(resources.CRDS, crd) for crd in crds))
             await _together(
                 self._launch(
                     "kube-controller-manager",
@@ -233,7 +232,7 @@ class Sandbox:
                     components.kwok(self._binary("kwok"), self.kubeconfig, self.run_dir / "kwok.yaml", ports),
                     probes["kwok"],
                 ),
-                self._wait_established(client, [c["metadata"]["name"] for c in crds]),
+                definitions.apply_and_wait(client, crds, timeout=60.0),
                 self._install_kueue_prerequisites(client, kueue_mod, ports),
             )
             (self.run_dir / "kueue.yaml").write_text(
@@ -272,18 +271,6 @@ class Sandbox:
                 await self._launch(agent.name, agent.argv, health.Probe(agent.probe))
 
         await _together(*(start(pair) for pair in pairs))
-
-    async def _wait_established(self, client: Client, names: list[str], timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        pending = set(names)
-        while pending and time.monotonic() < deadline:
-            for name in sorted(pending):
-                if is_true(await client.get(resources.CRDS, name), "Established"):
-                    pending.discard(name)
-            if pending:
-                await asyncio.sleep(0.2)
-        if pending:
-            raise SandboxError(f"CRDs not Established after {timeout:.0f}s: {sorted(pending)}")
 
     async def _install_kueue_prerequisites(
         self, client: Client, module: Path, ports: components.Ports

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from gpustack_operator.kube.definitions import NotEstablishedError
 from gpustack_operator.sandbox import build, health, inventory
 from gpustack_operator.sandbox.cluster import Sandbox, SandboxError
 
@@ -54,7 +55,13 @@ def run(args: argparse.Namespace) -> int:
             build.build_all(force=args.force)
             return 0
         return asyncio.run(_run_async(args))
-    except (SandboxError, build.BuildError, health.NotReadyError, inventory.InventoryError) as exc:
+    except (
+        SandboxError,
+        build.BuildError,
+        health.NotReadyError,
+        inventory.InventoryError,
+        NotEstablishedError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

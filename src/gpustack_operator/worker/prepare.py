@@ -10,13 +10,11 @@ The spec's later steps (extension API services, webhook configurations, applicat
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 from gpustack_operator.api.crds import custom_resource_definitions
-from gpustack_operator.kube import errors, resources
+from gpustack_operator.kube import definitions, errors, resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.settings import secret
 from gpustack_operator.settings.environment import Environment
@@ -46,22 +44,10 @@ async def prepare(
 
 async def install_crds(client: Client, *, timeout: float) -> None:
     """Server-side apply every CRD we own, then wait until each is Established."""
-    crds = custom_resource_definitions()
-    await asyncio.gather(*(client.apply(resources.CRDS, crd) for crd in crds))
-    pending = {crd["metadata"]["name"] for crd in crds}
     try:
-        async with asyncio.timeout(timeout):
-            while pending:
-                for name in sorted(pending):
-                    if _established(await client.get(resources.CRDS, name)):
-                        pending.discard(name)
-                        log.info("Prepare: CRD %s is Established", name)
-                if pending:
-                    await asyncio.sleep(0.5)
-    except TimeoutError:
-        raise PrepareError(
-            f"CRDs not Established within {timeout:.0f}s: {', '.join(sorted(pending))}"
-        ) from None
+        await definitions.apply_and_wait(client, custom_resource_definitions(), timeout=timeout)
+    except definitions.NotEstablishedError as e:
+        raise PrepareError(str(e)) from None
 
 
 async def initialize_settings(
@@ -88,8 +74,3 @@ async def initialize_settings(
         except (errors.AlreadyExists, errors.Conflict) as e:
             log.info("Prepare: settings Secret %s changed meanwhile (%s); retrying", where, e.reason)
     raise PrepareError(f"settings Secret {where} kept changing; gave up after {attempts} attempts")
-
-
-def _established(crd: Mapping[str, Any]) -> bool:
-    conditions = (crd.get("status") or {}).get("conditions") or ()
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
