@@ -350,9 +350,15 @@ class Sandbox:
         state = self.state
         if state is None or name not in state.pids:
             raise SandboxError(f"{name} is not running in {self.run_dir}")
+        stopped_at = time.time()
         await asyncio.to_thread(state.stop, name, 0.0 if kill else 10.0)
         t0 = time.monotonic()
-        await self._launch(name, state.argv[name], self.probes(components.Ports(**state.ports))[name])
+        probe = self.probes(components.Ports(**state.ports))[name]
+        if name in state.agent_probes and "?" in probe.url:
+            # A device manager is ready again only once the stand-in saw it register anew, not on the
+            # old registration the stand-in may not have dropped yet.
+            probe = health.Probe(f"{probe.url}&since={stopped_at}")
+        await self._launch(name, state.argv[name], probe)
         return time.monotonic() - t0
 
     # ---- down / status -------------------------------------------------------------------------------------

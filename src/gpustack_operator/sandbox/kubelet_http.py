@@ -1,9 +1,10 @@
 """The kubelet stand-in's own small HTTP face, for the sandbox's readiness probes and for tests.
 
-`/healthz` says the process runs; `/readyz?resource=a&resource=b` answers 200 only once every named
-resource is registered, its stream is live and it has advertised its devices, which is what "the device
-manager is up" means to the sandbox; `/pods/<namespace>/<name>` returns what admission gave each container
-(device IDs, env, mounts), so a test can check the Allocate response the kubelet actually received.
+`/healthz` says the process runs. `/readyz?resource=a&resource=b[&since=<unix time>]` answers 200 only
+once every named resource is registered (after `since`, when given), its stream is live and it has
+advertised its devices: what "the device manager is up" means to the sandbox. `/pods/<namespace>/<name>`
+returns what admission gave each container (device IDs, env, mounts), so a test can check the Allocate
+response the kubelet actually received.
 """
 
 from __future__ import annotations
@@ -20,10 +21,16 @@ def application(registry: DeviceRegistry, admission: Admission) -> web.Applicati
 
     async def readyz(request: web.Request) -> web.Response:
         wanted = request.query.getall("resource", [])
+        since = float(request.query.get("since", "0"))
         missing = []
         for name in wanted:
             endpoint = registry.endpoints.get(name)
-            if endpoint is None or endpoint.stopped_at is not None or not endpoint.listed:
+            if (
+                endpoint is None
+                or endpoint.stopped_at is not None
+                or not endpoint.listed
+                or endpoint.registered_at < since
+            ):
                 missing.append(name)
         if missing:
             return web.Response(status=503, text=f"not registered: {', '.join(missing)}")

@@ -57,6 +57,8 @@ class Endpoint:
     listed: bool = False
     """True once the first ListAndWatch message arrived."""
     stopped_at: float | None = None
+    registered_at: float = field(default_factory=time.time)
+    """Wall-clock time of the registration, so a restarter can wait for the *new* plugin's registration."""
 
     @property
     def healthy(self) -> list[str]:
