@@ -189,7 +189,7 @@ async def test_a_hundred_concurrent_pods_never_share_an_exclusive_card(kube: Cli
     async def eight() -> list[dict[str, Any]] | None:
         return await active(8)
 
-    first = await eventually(eight, timeout=180, what="8 pods running, one per card")
+    first = await eventually(eight, timeout=300, what="8 pods running, one per card")
     assert len({cards_of(p)[0][0] for p in first}) == 8
     for pod in first[:4]:
         patch = {"metadata": {"annotations": {COMPLETE_ANNOTATION: "true"}}}
@@ -202,11 +202,43 @@ async def test_a_hundred_concurrent_pods_never_share_an_exclusive_card(kube: Cli
         ]
         return pods if pods is not None and len(done) == 4 else None
 
-    second = await eventually(refilled, timeout=180, what="finished pods' cards reused by 4 more pods")
+    second = await eventually(refilled, timeout=300, what="finished pods' cards reused by 4 more pods")
     cards = [card for p in second for card, _, _ in cards_of(p)]
     assert len(cards) == len(set(cards)) == 8
     assert all(mode == 1 for p in second for _, mode, _ in cards_of(p))
     assert len({p["metadata"]["name"] for p in first} | {p["metadata"]["name"] for p in second}) == 12
+    await remove_pods(kube, namespace)
+
+
+async def test_every_container_of_pods_admitted_together_gets_the_ids_the_kubelet_gave_it(
+    sandbox: Sandbox, kube: Client, namespace: str
+) -> None:
+    node, gpu = "h100-0", {"nvidia.com/gpu": "1"}
+
+    def one_gpu(name: str) -> dict[str, Any]:
+        return {"name": name, "image": "busybox", "resources": {"limits": gpu}}
+
+    pods = {name: gpu_pod(name, node, gpu) for name in ("pair-0", "pair-1", "init")}
+    for name in ("pair-0", "pair-1"):
+        pods[name]["spec"]["containers"] = [one_gpu("a"), one_gpu("b")]
+    pods["init"]["spec"]["initContainers"] = [one_gpu("setup")]
+    await asyncio.gather(*(kube.create(resources.PODS, pod, namespace) for pod in pods.values()))
+
+    async def started() -> list[dict[str, Any]] | None:
+        return await running(kube, namespace, pods)
+
+    admitted = await eventually(started, timeout=120, what="two-container and init-container pods Running")
+    cards: dict[str, set[str]] = {}
+    for pod in admitted:
+        name = pod["metadata"]["name"]
+        given = (await stand_in_record(sandbox, node, namespace, name))["containers"]
+        recorded = allocation(pod) or {}
+        assert {c: entry["deviceIDs"] for c, entry in recorded.items()} == {
+            c: by_resource["nvidia.com/gpu"]["deviceIDs"] for c, by_resource in given.items()
+        }, f"{name}: every container recorded with exactly the IDs the kubelet allocated it"
+        cards[name] = {card for card, _, _ in cards_of(pod)}
+    assert sorted(len(held) for held in cards.values()) == [1, 2, 2], "the app reuses its init's card"
+    assert len(set().union(*cards.values())) == 5, "no card is given to two pods"
     await remove_pods(kube, namespace)
 
 

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 import yaml
 
@@ -211,6 +212,32 @@ async def test_ledger_rebuilt_from_real_pods_gives_the_contract_numbers(
 
 async def _gone(kube: Client, namespace: str) -> bool:
     return await kube.get_or_none(resources.PODS, "p1-sliced", namespace) is None
+
+
+async def test_a_ledger_rebuilt_against_a_spec_reported_since_is_refused_not_written(
+    kube: Client, node: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = node["metadata"]["name"]
+    backend = backend_for(node, tmp_path)
+    loop = DetectLoop(backend, Reporter(kube, name, SYSTEM_NAMESPACE), rebuild_ledger=False)
+    await loop.step()
+    read_before_the_report = await kube.get(resources.DEVICES, name)
+    assert "status" not in read_before_the_report, "serve's detect loop leaves the ledger to its writer"
+    backend.remove(backend.detect()[3].uuid)
+    await loop.step()
+
+    async def stale(res: Any, obj: str, namespace: str | None = None) -> dict[str, Any]:
+        return read_before_the_report
+
+    with monkeypatch.context() as patched:
+        patched.setattr(kube, "get_or_none", stale)
+        with pytest.raises(errors.Conflict):
+            await ledger.sync_status(kube, name)
+    devices = await kube.get(resources.DEVICES, name)
+    assert "status" not in devices, "a ledger of four cards never lands on a spec of three"
+    await ledger.sync_status(kube, name)
+    devices = await kube.get(resources.DEVICES, name)
+    assert len(devices["status"]["groups"][0]["accelerators"]) == 3
 
 
 async def test_reports_go_when_their_node_goes(kube: Client, node: dict[str, Any], tmp_path: Path) -> None:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpustack_operator.api.types.devices import AcceleratorAllocation, DevicesSpec, DevicesStatus
-from gpustack_operator.device_manager.allocator.annotation import ANNOTATION, decode
+from gpustack_operator.device_manager.allocator.annotation import read_allocations
 from gpustack_operator.device_manager.allocator.holdings import Holdings
-from gpustack_operator.device_manager.allocator.pods import age_key, is_active, pod_key
+from gpustack_operator.device_manager.allocator.pods import age_key, is_active, node_field_selector, pod_key
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
 
@@ -65,16 +65,15 @@ def rebuild(spec: DevicesSpec, pods: Iterable[Mapping[str, Any]]) -> Rebuild:
     holdings = Holdings()
     conflicts, unreadable = [], []
     for pod in sorted(pods, key=age_key):
-        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
-        if not text or not is_active(pod):
+        if not is_active(pod):
             continue
         try:
-            allocations = decode(text)
+            allocations = read_allocations(pod)
         except ValueError as exc:
             log.error("pod=%s: unreadable allocation annotation, its cards read free: %s", pod_key(pod), exc)
             unreadable.append(pod_key(pod))
             continue
-        if not holdings.add_pod(pod_key(pod), allocations):
+        if allocations and not holdings.add_pod(pod_key(pod), allocations):
             conflicts.append(pod_key(pod))
     return Rebuild(_status(spec, holdings), conflicts, unreadable)
 
@@ -82,17 +81,21 @@ def rebuild(spec: DevicesSpec, pods: Iterable[Mapping[str, Any]]) -> Rebuild:
 async def sync_status(client: Client, node: str) -> Rebuild | None:
     """Rebuild the ledger of ``node``'s Devices from its pods; write status only when it changed.
 
+    The write carries the resourceVersion of the Devices it was rebuilt against, so a spec reported in
+    between fails it with errors.Conflict (the caller rebuilds) instead of leaving a ledger of old cards.
     Returns the rebuild, or None when the node has no Devices yet (nothing to account against).
     """
     devices = await client.get_or_none(resources.DEVICES, node)
     if devices is None:
         return None
-    pods = await client.list(resources.PODS, field_selector=f"spec.nodeName={node}")
+    pods = await client.list(resources.PODS, field_selector=node_field_selector(node))
     result = rebuild(devices.get("spec") or {"groups": []}, pods)
     if devices.get("status") != result.status:
+        version = (devices.get("metadata") or {}).get("resourceVersion")
+        patch = {"metadata": {"resourceVersion": version}, "status": result.status}
         try:
-            await client.patch(resources.DEVICES, node, {"status": result.status}, subresource="status")
+            await client.patch(resources.DEVICES, node, patch, subresource="status")
         except errors.NotFound:
             return None
-        log.info("node=%s ledger rewritten from %d pods", node, len(pods))
+        log.info("node=%s ledger rewritten from %d pods at version %s", node, len(pods), version)
     return result

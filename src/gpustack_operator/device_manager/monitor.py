@@ -4,8 +4,10 @@ Detection is level-based: each period the backend is read afresh (a card turning
 off the bus shows up within one period, and a recovered card comes back), the cards are grouped, and
 the NodeFeature/Devices are re-reported only when the groups differ from the last report; every
 ``resync_every`` periods the objects are re-checked anyway, so an object someone deleted or edited is
-repaired. Listeners (the device plugin's inventories) hear each change. `device-manager monitor` uses
-`format_metrics` to print the readings.
+repaired. Listeners (the device plugin's inventories) hear each change. The ledger (Devices.status) must
+follow a new spec: a loop alone in its process (`device-manager monitor --report`) rebuilds it itself,
+while `serve`, where the LedgerWriter is the one writer of Devices.status, passes ``rebuild_ledger=False``
+and an ``after_report`` that kicks it. `device-manager monitor` uses `format_metrics` to print readings.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class DetectLoop:
         period: float = 15.0,
         resync_every: int = 20,
         rebuild_ledger: bool = True,
+        after_report: Callable[[], None] = lambda: None,
         listeners: Iterable[GroupsListener] = (),
         environ: Environ = DEFAULT_ENVIRON,
     ) -> None:
@@ -46,6 +49,7 @@ class DetectLoop:
         self.period = period
         self.resync_every = max(resync_every, 1)
         self.rebuild_ledger = rebuild_ledger
+        self.after_report = after_report
         self.listeners = list(listeners)
         self.environ = environ
         self.groups: list[DevicesGroup] | None = None
@@ -81,6 +85,7 @@ class DetectLoop:
             if self._unreported or self._steps % self.resync_every == 0:
                 await self.reporter.report(self.groups)
                 self._unreported = False
+                self.after_report()
             if self.rebuild_ledger:
                 await ledger.sync_status(self.reporter.client, self.reporter.node)
         except KubeError as exc:

@@ -3,8 +3,10 @@
 It wires the parts together: the detect loop (publishes NodeFeature/Devices, feeds the plugin
 inventories), one resource server per (manufacturer, mode) kept registered with the kubelet, the node's
 allocator over an informer of the node's pods, and a ledger writer that rebuilds Devices.status whenever
-an allocation is recorded or a pod comes or goes. Everything runs as named tasks under one Supervisor, so
-SIGTERM stops it cleanly and a crashed task is restarted with backoff.
+an allocation is recorded, a pod comes or goes, or the detect loop reports: it is the only writer of
+Devices.status, and each write is conditional on the resourceVersion it was rebuilt from, so a spec
+reported meanwhile makes it rebuild rather than leave a ledger of the old cards. Everything runs as named
+tasks under one Supervisor, so SIGTERM stops it cleanly and a crashed task is restarted with backoff.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from gpustack_operator.api.types.devices import DeviceAllocationMode, DevicesGro
 from gpustack_operator.device_manager import ledger
 from gpustack_operator.device_manager.allocator import pods as p
 from gpustack_operator.device_manager.allocator.allocator import Allocator, AllocatorConfig
+from gpustack_operator.device_manager.allocator.annotation import ANNOTATION
 from gpustack_operator.device_manager.allocator.sources import KubePods, KubePodWriter, pod_informer
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths
 from gpustack_operator.device_manager.model import Backend
@@ -33,7 +36,7 @@ from gpustack_operator.device_manager.plugin.registrar import Registrar
 from gpustack_operator.device_manager.plugin.server import ResourceServer
 from gpustack_operator.device_manager.reporting import Reporter
 from gpustack_operator.kube.client import Client, connect
-from gpustack_operator.kube.errors import KubeError
+from gpustack_operator.kube.errors import Conflict, KubeError
 from gpustack_operator.nodefeature.manufacturers import known_manufacturers
 from gpustack_operator.nodefeature.resources import (
     ResourceKind,
@@ -48,7 +51,8 @@ log = logging.getLogger(__name__)
 _DURATION = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 GC_PERIOD = 300.0
-"""Seconds between sweeps of per-pod work directories (pod deletions also trigger one)."""
+"""Most seconds between sweeps of ghost reservations and per-pod work directories (a pod deletion also
+triggers one); sweeps come every retry window of the allocator when that is shorter."""
 MODES = {
     DeviceAllocationMode.EXCLUSIVE: ResourceKind.EXCLUSIVE,
     DeviceAllocationMode.SHARED: ResourceKind.SHARED,
@@ -131,6 +135,9 @@ class LedgerWriter:
             self._kicked.clear()
             try:
                 await ledger.sync_status(self.client, self.node)
+            except Conflict:
+                log.info("node=%s Devices changed while the ledger was rebuilt; rebuilding", self.node)
+                self._kicked.set()
             except KubeError as err:
                 log.warning("node=%s ledger write failed, retrying: %s", self.node, err)
                 await asyncio.sleep(1.0)
@@ -138,13 +145,15 @@ class LedgerWriter:
 
 
 class PodEvents:
-    """Informer handler: a pod gone or finished frees reservations and work dirs and moves the ledger."""
+    """Informer handler: a pod gone or finished frees reservations and work dirs and moves the ledger;
+    one that arrives holding an allocation (recorded before this process, or elsewhere) moves it too."""
 
     def __init__(self, allocator: Allocator, pods: KubePods, writer: LedgerWriter) -> None:
         self.allocator, self.pods, self.writer = allocator, pods, writer
 
     def on_add(self, obj: dict[str, Any]) -> None:
-        pass
+        if p.is_active(obj) and ANNOTATION in (p.meta(obj).get("annotations") or {}):
+            self.writer.kick()
 
     def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         if p.is_active(old) and not p.is_active(new):
@@ -186,13 +195,15 @@ async def serve(opts: ServeOptions, backend: Backend) -> int:
             inventory.update(groups)
         detected.set()
 
+    writer = LedgerWriter(client, opts.node)
     detect = DetectLoop(
         backend,
         Reporter(client, opts.node, opts.namespace),
         period=opts.monitor_period,
+        rebuild_ledger=False,
+        after_report=writer.kick,
         listeners=[on_groups],
     )
-    writer = LedgerWriter(client, opts.node)
     informer = pod_informer(client, opts.node)
     pods = KubePods(client, informer, opts.node)
     allocator = Allocator(
@@ -215,11 +226,11 @@ async def serve(opts: ServeOptions, backend: Backend) -> int:
         await Registrar(servers, opts.kube_socket).run()
 
     async def collect() -> None:
-        """Work dirs of pods deleted while this process was down, and any a missed event left."""
+        """Ghost reservations; work dirs of pods deleted while this process was down, or missed."""
         await informer.wait_synced()
         while True:
             allocator.collect(pods.cached())
-            await asyncio.sleep(GC_PERIOD)
+            await asyncio.sleep(min(GC_PERIOD, max(allocator.config.retry_window, 1.0)))
 
     async def setup(sup: Supervisor) -> None:
         sup.spawn("informer:pods", informer.run, restart="on-failure")

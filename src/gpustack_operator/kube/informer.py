@@ -59,6 +59,10 @@ def _version(obj: JSONObj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+def _uid(obj: JSONObj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
 class Informer:
     """List-then-watch cache of one kind (optionally one namespace and selectors); see the module doc."""
 
@@ -184,7 +188,11 @@ class Informer:
             self._synced.set()
 
     def _replace(self, fresh: dict[str, JSONObj]) -> None:
-        """Make the store equal a fresh list (slimmed, by key), telling handlers about every difference."""
+        """Make the store equal a fresh list (slimmed, by key), telling handlers about every difference.
+
+        An object whose key now names another object (deleted and recreated during the gap: a new UID)
+        is told as the old one's delete and the new one's add, never as an update of one object.
+        """
         for key in sorted(set(self.store.keys()) - fresh.keys()):
             self._emit("on_delete", key, self.store.pop(key))
         for key, obj in fresh.items():
@@ -193,6 +201,9 @@ class Informer:
                 continue
             self.store.put(key, obj)
             if old is None:
+                self._emit("on_add", key, obj)
+            elif _uid(old) != _uid(obj):
+                self._emit("on_delete", key, old)
                 self._emit("on_add", key, obj)
             else:
                 self._emit("on_update", key, old, obj)

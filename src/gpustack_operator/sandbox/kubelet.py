@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpustack_operator.device_manager.allocator.pods import node_field_selector
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import connect
 from gpustack_operator.kube.informer import Informer
@@ -47,7 +48,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 async def run(args: argparse.Namespace) -> int:
     client = await connect(args.kubeconfig)
-    informer = Informer(client, resources.PODS, field_selector=f"spec.nodeName={args.node}")
+    informer = Informer(client, resources.PODS, field_selector=node_field_selector(args.node))
 
     def changed() -> None:
         status.kick()

@@ -79,6 +79,18 @@ async def test_a_failed_detection_keeps_the_last_report() -> None:
     assert len(reporter.reports) == 1
 
 
+async def test_each_report_kicks_the_ledger_writer_instead_of_writing_the_ledger_itself() -> None:
+    backend = SimulatedBackend(INVENTORY, "a10-0")
+    reporter = RecordingReporter()  # no client: writing the ledger here would fail
+    kicks: list[int] = []
+    detect = loop(backend, reporter, resync_every=3, after_report=lambda: kicks.append(len(reporter.reports)))
+    for _ in range(4):
+        await detect.step()
+    backend.mark_unhealthy(backend.detect()[0].uuid)
+    await detect.step()
+    assert kicks == [1, 2, 3], "first report, the periodic resync, the new health - each then the ledger"
+
+
 def test_metrics_table_shows_unknown_values_as_dashes() -> None:
     table = format_metrics(
         [Metrics("ascend", "npu-0", 0, False), Metrics("nvidia", "GPU-x", 1, True, 100, 5, 7, 50)]

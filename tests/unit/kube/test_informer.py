@@ -153,6 +153,39 @@ async def test_expired_version_relists_and_reports_every_difference_including_de
     assert informer.relists == 1
 
 
+def with_uid(obj: dict[str, Any], uid: str) -> dict[str, Any]:
+    obj["metadata"]["uid"] = uid
+    return obj
+
+
+class UidRecorder(Recorder):
+    """Also remembers the UIDs of the objects it is told were deleted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted_uids: list[str] = []
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        self.deleted_uids.append(obj["metadata"]["uid"])
+        super().on_delete(obj)
+
+
+async def test_an_object_recreated_under_its_key_during_the_gap_is_told_as_delete_then_add() -> None:
+    api = ScriptedApi()
+    api.pages.append(page(with_uid(cm("a", "5"), "uid-1"), with_uid(cm("b", "6"), "uid-2"), rv="10"))
+    api.watches.append(gone())
+    # While the watch was gone: a was deleted and created again (a new UID); b merely changed.
+    api.pages.append(page(with_uid(cm("a", "20"), "uid-3"), with_uid(cm("b", "21"), "uid-2"), rv="30"))
+    informer = Informer(api, CM, namespace="ns", backoff=NO_WAIT)
+    recorder = UidRecorder()
+    informer.add_handler(recorder)
+    async with running(informer):
+        await eventually(lambda: len(api.watch_params) == 2)
+    assert recorder.calls[2:] == [("delete", "a", "5"), ("add", "a", "20"), ("update", "b", "21")]
+    assert recorder.deleted_uids == ["uid-1"], "the delete carries the old object, so its holder lets it go"
+    assert recorder.view == store_view(informer) == {"a": "20", "b": "21"}
+
+
 async def test_dropped_connection_reconnects_with_backoff_from_the_last_version_without_relisting() -> None:
     clock = RecordingClock()
     api = ScriptedApi(clock)

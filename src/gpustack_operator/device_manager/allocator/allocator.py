@@ -2,10 +2,12 @@
 
 The node's Allocates are serialised by one asyncio lock around identify -> cross-mode check -> reserve,
 so a batch of identical pods maps one-to-one onto distinct pods and two modes never take one card. The
-pod list comes from the informer cache and, when the cache shows no matching pod yet, from the API server;
-with still no match the call is retried a few times (the binding may not be visible yet) and then fails,
-which the kubelet turns into a failed admission. The durable record - the pod annotation - and the
-per-container work directory are written after the lock is released, under a per-pod lock.
+pod list comes from the informer cache and, when the cache shows no feasible match or a card held in
+another mode, from the API server; with still no match, or the conflict still there (the kubelet frees a
+finished pod's devices before its status reaches the API server), the call is retried within `retries` x
+`retry_interval` and then fails, which the kubelet turns into a failed admission. The durable record - the
+pod annotation - and the per-container work directory are written after the lock is released, under a
+per-pod lock.
 """
 
 from __future__ import annotations
@@ -21,19 +23,20 @@ from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator import pods as p
 from gpustack_operator.device_manager.allocator.annotation import ANNOTATION, encode, pod_allocations
 from gpustack_operator.device_manager.allocator.identify import Tier
-from gpustack_operator.device_manager.allocator.plan import Plan, Planner
+from gpustack_operator.device_manager.allocator.plan import CardConflictError, Plan, Planner
 from gpustack_operator.device_manager.allocator.preference import prefer
 from gpustack_operator.device_manager.allocator.reservations import Reservations
+from gpustack_operator.device_manager.allocator.resolve import resolve
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths, WorkDirs
 from gpustack_operator.device_manager.plugin import ids
 from gpustack_operator.device_manager.plugin.handler import (
     AllocateError,
-    AllocationRefusedError,
     ContainerResponse,
     PodNotFoundError,
     ResourceSpec,
 )
 from gpustack_operator.device_manager.plugin.inventory import CardInfo, Inventory
+from gpustack_operator.kube.errors import KubeError
 
 log = logging.getLogger(__name__)
 Pod = dict[str, Any]
@@ -64,6 +67,11 @@ class AllocatorConfig:
     retry_interval: float = 3.0
     paths: HostPaths = field(default_factory=HostPaths)
 
+    @property
+    def retry_window(self) -> float:
+        """How long one Allocate may wait for its pod to show up (seconds)."""
+        return self.retries * self.retry_interval
+
 
 class Allocator:
     """The AllocationHandler of every ResourceServer on the node."""
@@ -75,12 +83,14 @@ class Allocator:
         writer: PodWriter,
         config: AllocatorConfig,
         on_change: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.inventories = inventories
         self.pods = pods
         self.writer = writer
         self.config = config
         self.on_change = on_change
+        self.clock = clock
         self.reservations = Reservations()
         self.planner = Planner(self.reservations, config.paths)
         self.workdirs = WorkDirs(config.paths)
@@ -90,7 +100,7 @@ class Allocator:
     # ---- AllocationHandler ---------------------------------------------------------------------------------
     async def allocate(self, resource: ResourceSpec, device_ids: Sequence[str]) -> ContainerResponse:
         started = time.perf_counter()
-        devices, cards = self._resolve(resource, device_ids)
+        devices, cards = resolve(resource, self.inventories.get(resource.manufacturer), device_ids)
         plan = await self._identify(resource, devices, cards)
         if plan.allocation is not None:
             await self._record(plan)
@@ -124,68 +134,75 @@ class Allocator:
             del self._pod_locks[uid]
 
     def collect(self, live_pods: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Remove the work dirs of pods that are neither on the node nor being allocated right now."""
-        keep = {p.pod_uid(pod) for pod in live_pods} | {uid for uid, _ in self.reservations.items()}
-        return self.workdirs.collect(keep)
+        """Expire ghost reservations, then remove the work dirs of pods neither listed nor reserved.
+
+        `live_pods` is the synced cache; a reservation whose pod it has not shown for more than one retry
+        window is dropped (one whose annotation is being written right now is kept).
+        """
+        live = {p.pod_uid(pod) for pod in live_pods}
+        writing = {uid for uid, lock in self._pod_locks.items() if lock.locked()}
+        for uid, ghost in self.reservations.expire(live | writing, self.clock(), self.config.retry_window):
+            self._pod_locks.pop(uid, None)
+            log.warning(
+                "dropped reservation pod=%s uid=%s: not in the pod cache for over %.0fs",
+                ghost.key,
+                uid,
+                self.config.retry_window,
+            )
+        return self.workdirs.collect(live | {uid for uid, _ in self.reservations.items()})
 
     # ---- steps ---------------------------------------------------------------------------------------------
-    def _resolve(
-        self, resource: ResourceSpec, device_ids: Sequence[str]
-    ) -> tuple[list[ids.DeviceID], dict[tuple[str, str], CardInfo]]:
-        inventory = self.inventories.get(resource.manufacturer)
-        if inventory is None or not device_ids:
-            raise AllocationRefusedError(
-                f"{resource.name}: no devices of {resource.manufacturer} to allocate"
-            )
-        devices: list[ids.DeviceID] = []
-        cards: dict[tuple[str, str], CardInfo] = {}
-        for device_id in device_ids:
-            try:
-                device = ids.parse_id(device_id)
-            except ids.InvalidDeviceIDError as err:
-                raise AllocationRefusedError(f"{resource.name}: {err}") from err
-            card = inventory.card(device.card)
-            if card is None or not ids.valid_in(device, resource.mode, card.max_slices):
-                raise AllocationRefusedError(f"{resource.name}: unknown device {device_id!r}")
-            if not card.healthy and resource.mode is not DeviceAllocationMode.VISIBILITY:
-                raise AllocationRefusedError(f"{resource.name}: device {device_id} is on unhealthy card")
-            devices.append(device)
-            cards.setdefault(card.key, card)
-        return devices, cards
-
     async def _identify(
         self, resource: ResourceSpec, devices: list[ids.DeviceID], cards: dict[tuple[str, str], CardInfo]
     ) -> Plan:
+        conflict: CardConflictError | None = None
         for attempt in range(self.config.retries + 1):
             if attempt:
                 await asyncio.sleep(self.config.retry_interval)
             async with self._lock:
-                plan = self._plan(resource, devices, cards, self.pods.cached())
+                try:
+                    plan = self._plan(resource, devices, cards, self.pods.cached())
+                except CardConflictError:
+                    plan = None  # the cache may still show a holder the kubelet has already freed
+                conflict = None
                 if plan is None or plan.tier is not Tier.FEASIBLE:
                     # The cache may not show the binding yet: a pod holding cards already, or one the
                     # cards do not fit, is only taken when the API server has nothing better.
-                    plan = self._plan(resource, devices, cards, await self.pods.fresh())
+                    try:
+                        plan = self._plan(resource, devices, cards, await self._fresh())
+                    except CardConflictError as err:
+                        plan, conflict = None, err
                 if plan is not None:
-                    if plan.allocation is None:
-                        self.reservations.mark_served(
-                            p.pod_uid(plan.pod), p.pod_key(plan.pod), plan.container
-                        )
-                    else:
-                        self.reservations.reserve(
-                            p.pod_uid(plan.pod), p.pod_key(plan.pod), plan.container, plan.allocation
-                        )
+                    self._reserve(plan)
                     return plan
             log.info(
-                "no pending pod on node=%s asks for %d %s yet (attempt %d)",
+                "node=%s resource=%s count=%d: %s (attempt %d)",
                 self.config.node_name,
-                len(devices),
                 resource.name,
+                len(devices),
+                conflict or "no pending pod asks for it yet",
                 attempt + 1,
             )
+        if conflict is not None:
+            raise conflict
         raise PodNotFoundError(
             f"no pending pod on node {self.config.node_name} has a container whose {resource.name} limit "
             f"is {len(devices)}"
         )
+
+    async def _fresh(self) -> list[Pod]:
+        try:
+            return await self.pods.fresh()
+        except KubeError as err:
+            log.error("node=%s listing pods failed: %s", self.config.node_name, err)
+            raise AllocateError(f"listing pods on node {self.config.node_name}: {err}") from err
+
+    def _reserve(self, plan: Plan) -> None:
+        uid, key = p.pod_uid(plan.pod), p.pod_key(plan.pod)
+        if plan.allocation is None:
+            self.reservations.mark_served(uid, key, plan.container)
+        else:
+            self.reservations.reserve(uid, key, plan.container, plan.allocation)
 
     def _plan(
         self,

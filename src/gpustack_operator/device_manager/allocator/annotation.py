@@ -23,6 +23,7 @@ from gpustack_operator.api.types.devices import (
     DevicesAllocationGroup,
     DevicesStatus,
 )
+from gpustack_operator.device_manager.allocator.pods import meta, pod_key
 
 log = logging.getLogger(__name__)
 
@@ -111,14 +112,16 @@ def _decode(text: str) -> tuple[tuple[str, ContainerAllocation], ...]:
         raise ValueError(f"malformed {ANNOTATION} annotation: {err}") from err
 
 
+def read_allocations(pod: Mapping[str, Any]) -> dict[str, ContainerAllocation]:
+    """The allocations recorded on a pod ({} when none); ValueError when the annotation is unreadable."""
+    text = (meta(pod).get("annotations") or {}).get(ANNOTATION)
+    return decode(text) if text else {}
+
+
 def pod_allocations(pod: Mapping[str, Any]) -> dict[str, ContainerAllocation]:
-    """The allocations recorded on a pod ({} when none, or when the annotation is unreadable)."""
-    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
-    if not text:
-        return {}
+    """`read_allocations`, logging an unreadable annotation and reading it as none."""
     try:
-        return decode(text)
+        return read_allocations(pod)
     except ValueError as err:
-        meta = pod.get("metadata") or {}
-        log.warning("ignoring allocation pod=%s/%s: %s", meta.get("namespace"), meta.get("name"), err)
+        log.warning("ignoring allocation pod=%s: %s", pod_key(pod), err)
         return {}

@@ -2,10 +2,13 @@
 
 The kubelet admits the pods bound to its node one at a time, oldest first, and allocates each container's
 resources right then; so the pod being admitted is a Pending pod on this node with a container whose limit
-for the resource equals the number of IDs. Among several, the oldest wins, in tiers: pods whose demand
-fits the cards the kubelet picked, then pods it would not fit (the ledger clamps, the kubelet decided),
-then pods that already hold an allocation (a replay after a restart, or a second container). The sidecar's
-visibility resource instead re-finds a pod that already holds cards and mirrors them.
+for the resource equals the number of IDs. Among several, the oldest wins, in tiers: first a pod part-way
+through admission (it holds cards for one container and still has a matching container without any: the
+kubelet allocates every container of a pod before it admits the next pod, and an app container reusing
+its init container's IDs lands here too), then pods whose demand fits the cards the kubelet picked, then
+pods it would not fit (the ledger clamps, the kubelet decided), and last pods whose every matching
+container already holds an allocation (a replay after a restart). The sidecar's visibility resource
+instead re-finds a pod that already holds cards and mirrors them.
 """
 
 from __future__ import annotations
@@ -19,9 +22,14 @@ from gpustack_operator.device_manager.allocator import pods as p
 
 
 class Tier(enum.IntEnum):
-    FEASIBLE = 0
-    INFEASIBLE = 1
-    CLAIMED = 2
+    """How a candidate was found, best first; every tier but FEASIBLE is re-checked against the API server."""
+
+    CONTINUING = 0
+    """Holds cards for some containers and has a matching container without: its admission is under way."""
+    FEASIBLE = 1
+    INFEASIBLE = 2
+    CLAIMED = 3
+    """Every matching container holds cards already: a replay."""
 
 
 @dataclass(frozen=True)
@@ -64,11 +72,13 @@ def candidates(
             continue
         held = claimed(pod)
         free = [name for name in matching if name not in held]
-        if held:
-            found.append(Candidate(pod, (free or matching)[0], Tier.CLAIMED))
+        if not free:
+            tier = Tier.CLAIMED
+        elif held:
+            tier = Tier.CONTINUING
         else:
             tier = Tier.FEASIBLE if fits(pod, free[0]) else Tier.INFEASIBLE
-            found.append(Candidate(pod, free[0], tier))
+        found.append(Candidate(pod, (free or matching)[0], tier))
     return sorted(found, key=lambda c: (c.tier, p.age_key(c.pod)))
 
 

@@ -36,6 +36,10 @@ CardKey = tuple[str, str]
 Pod = Mapping[str, Any]
 
 
+class CardConflictError(AllocationRefusedError):
+    """A card the kubelet picked is held in another mode - by the pods as listed, which may lag."""
+
+
 @dataclass(frozen=True)
 class Plan:
     """What one Allocate gives one container of one pod."""
@@ -102,7 +106,7 @@ class Planner:
                 f"card {key[1]} is held {h.mode.label} by {', '.join(h.holders)}"
                 for key, h in conflicts.items()
             )
-            raise AllocationRefusedError(f"{resource.name} for pod {best.key}: {held}")
+            raise CardConflictError(f"{resource.name} for pod {best.key}: {held}")
         demand = self._demand(resource, devices, cards, best.pod, best.container)
         allocation = ContainerAllocation(
             mode,

@@ -17,6 +17,11 @@ JSONObj = dict[str, Any]
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
+def node_field_selector(node: str) -> str:
+    """The field selector of the pods bound to `node` (the informer, fresh lists and the ledger's list)."""
+    return f"spec.nodeName={node}"
+
+
 def meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return pod.get("metadata") or {}
 

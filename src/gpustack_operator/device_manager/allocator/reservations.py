@@ -3,7 +3,10 @@
 Between reserving cards under the node lock and the annotation patch reaching the pod cache, the cards
 would look free to the next Allocate; reservations close that gap. They also remember which sidecar
 containers were served the visibility resource, so a batch of SSH pods maps one-to-one. A reservation
-lives until its pod is gone or finished; after a restart the annotations alone carry the state.
+lives until its pod is gone or finished; after a restart the annotations alone carry the state. A pod
+can vanish without the informer ever showing it (found through the API server, deleted before the cache
+caught up), so a reservation whose pod the synced cache has not shown for longer than the allocator's
+retry window expires: a ghost must not keep a card held until the next restart.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ class PodReservation:
     """`namespace/name`."""
     containers: dict[str, ContainerAllocation] = field(default_factory=dict)
     visibility_served: set[str] = field(default_factory=set)
+    absent_since: float | None = None
+    """When a sweep first found the pod missing from the cache (None while it is there)."""
 
 
 class Reservations:
@@ -60,3 +65,15 @@ class Reservations:
 
     def release(self, uid: str) -> None:
         self._pods.pop(uid, None)
+
+    def expire(self, live: set[str], now: float, window: float) -> list[tuple[str, PodReservation]]:
+        """Drop the reservations of pods missing from `live` for more than `window`; returns them."""
+        dropped = []
+        for uid, reservation in list(self._pods.items()):
+            if uid in live:
+                reservation.absent_since = None
+            elif reservation.absent_since is None:
+                reservation.absent_since = now
+            elif now - reservation.absent_since > window:
+                dropped.append((uid, self._pods.pop(uid)))
+        return dropped

@@ -17,12 +17,8 @@ from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.informer import Informer
 
 
-def node_selector(node: str) -> str:
-    return f"spec.nodeName={node}"
-
-
 def pod_informer(client: Client, node: str) -> Informer:
-    return Informer(client, resources.PODS, field_selector=node_selector(node))
+    return Informer(client, resources.PODS, field_selector=p.node_field_selector(node))
 
 
 class KubePods:
@@ -37,7 +33,7 @@ class KubePods:
         return self.informer.store.list()
 
     async def fresh(self) -> list[dict[str, Any]]:
-        return await self.client.list(resources.PODS, field_selector=node_selector(self.node))
+        return await self.client.list(resources.PODS, field_selector=p.node_field_selector(self.node))
 
 
 class KubePodWriter:

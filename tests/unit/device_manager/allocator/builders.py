@@ -7,7 +7,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode, DevicesGroup
-from gpustack_operator.device_manager.allocator.annotation import ANNOTATION, ContainerAllocation, encode
+from gpustack_operator.device_manager.allocator.annotation import (
+    ANNOTATION,
+    AllocatedCard,
+    ContainerAllocation,
+    encode,
+)
 from gpustack_operator.device_manager.plugin.handler import ResourceSpec
 from gpustack_operator.device_manager.plugin.ids import format_id
 from gpustack_operator.device_manager.plugin.inventory import Inventory
@@ -74,6 +79,15 @@ def inventory(*groups: DevicesGroup, manufacturer: str = "nvidia") -> Inventory:
 
 def device_id(index: int, idx: int = 0, gid: str = H100) -> str:
     return format_id(gid, uuid(index, gid), idx)
+
+
+def whole(card: int) -> ContainerAllocation:
+    """An exclusive allocation of card `card`, as the annotation records it."""
+    return ContainerAllocation(
+        DeviceAllocationMode.EXCLUSIVE,
+        (AllocatedCard(H100, "nvidia", uuid(card), card, 1_600_000),),
+        (device_id(card),),
+    )
 
 
 def container(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,17 @@ from tests.unit.device_manager.allocator.builders import group
 
 
 class FakeCluster:
-    """Pods on the node. `lag` keeps annotation writes out of the cache (the informer has not seen them)."""
+    """Pods on the node. `lag` keeps annotation writes out of the cache (the informer has not seen them);
+    `on_fresh` runs before each API-server list is answered (the cluster moving on between retries)."""
 
     def __init__(self) -> None:
         self.pods: list[dict[str, Any]] = []
         self.cache: list[dict[str, Any]] | None = None
         self.lag = False
         self.fail_writes = False
+        self.fail_lists = False
+        self.lists = 0
+        self.on_fresh: Callable[[int], None] = lambda _: None
         self.writes: list[tuple[str, str]] = []
 
     def add(self, *pods: dict[str, Any]) -> None:
@@ -33,6 +38,10 @@ class FakeCluster:
         return self.cache if self.cache is not None else self.pods
 
     async def fresh(self) -> list[dict[str, Any]]:
+        if self.fail_lists:
+            raise errors.Unavailable(status=0, reason="ConnectionError", message="apiserver down")
+        self.lists += 1
+        self.on_fresh(self.lists)
         return self.pods
 
     async def annotate(self, pod: Mapping[str, Any], key: str, value: str) -> None:
@@ -55,13 +64,21 @@ def cluster() -> FakeCluster:
 
 
 def make_allocator(
-    cluster: FakeCluster, tmp_path: Path, *inventories: Inventory, retries: int = 0
+    cluster: FakeCluster,
+    tmp_path: Path,
+    *inventories: Inventory,
+    retries: int = 0,
+    retry_interval: float = 0.0,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Allocator:
     invs = inventories or (Inventory("nvidia", [group(count=2)]),)
     config = AllocatorConfig(
-        "node-a", retries=retries, retry_interval=0.0, paths=HostPaths(tmp_path / "data", tmp_path / "lock")
+        "node-a",
+        retries=retries,
+        retry_interval=retry_interval,
+        paths=HostPaths(tmp_path / "data", tmp_path / "lock"),
     )
-    return Allocator({inv.manufacturer: inv for inv in invs}, cluster, cluster, config)
+    return Allocator({inv.manufacturer: inv for inv in invs}, cluster, cluster, config, clock=clock)
 
 
 @pytest.fixture

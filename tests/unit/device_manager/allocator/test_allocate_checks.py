@@ -15,6 +15,7 @@ from gpustack_operator.device_manager.plugin.handler import (
     PodNotFoundError,
 )
 from gpustack_operator.device_manager.plugin.inventory import Inventory
+from gpustack_operator.kube import errors
 from tests.unit.device_manager.allocator.builders import (
     EXCLUSIVE,
     H100,
@@ -154,3 +155,95 @@ async def test_gone_pods_lose_reservations_and_work_dirs(allocator: Allocator, c
     assert len(allocator.reservations) == 0
     assert allocator.collect([]) == ["uid-gone"]
     assert not work.exists()
+
+
+async def test_a_conflict_only_the_stale_cache_shows_is_checked_against_the_api_server(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    finished = holder("Exclusive")
+    cluster.cache = [finished, pod("new", container("main", sliced_limits()), minute=5)]
+    cluster.add(holder("Exclusive", phase="Succeeded"), cluster.cache[1])
+    await allocator.allocate(SLICED, [device_id(0, 1)])
+    assert [name for name, _ in cluster.writes] == ["new"]
+
+
+async def test_a_conflict_is_retried_until_the_kubelet_freed_holder_shows_finished(
+    cluster: FakeCluster, tmp_path: Path
+) -> None:
+    allocator = make_allocator(cluster, tmp_path, retries=3)
+    cluster.add(holder("Exclusive"), pod("new", container("main", sliced_limits()), minute=5))
+
+    def finish_on_third_list(lists: int) -> None:
+        if lists == 3:
+            cluster.pods[0]["status"]["phase"] = "Succeeded"
+
+    cluster.on_fresh = finish_on_third_list
+    await allocator.allocate(SLICED, [device_id(0, 1)])
+    assert [name for name, _ in cluster.writes] == ["new"]
+    assert cluster.lists == 3
+
+
+async def test_a_lasting_conflict_is_refused_once_the_retries_are_spent(
+    cluster: FakeCluster, tmp_path: Path
+) -> None:
+    allocator = make_allocator(cluster, tmp_path, retries=2)
+    cluster.add(holder("Exclusive"), pod("new", container("main", sliced_limits()), minute=5))
+    with pytest.raises(AllocationRefusedError, match="held Exclusive by ns/holder") as caught:
+        await allocator.allocate(SLICED, [device_id(0, 1)])
+    assert caught.value.status == "FAILED_PRECONDITION"
+    assert cluster.lists == 3
+    assert cluster.writes == []
+
+
+async def test_an_api_server_that_cannot_list_pods_fails_allocate_with_a_logged_error(
+    allocator: Allocator, cluster: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster.fail_lists = True  # the cache shows no matching pod, so the API server is asked
+    with pytest.raises(AllocateError, match=r"listing pods on node node-a: .*apiserver down") as caught:
+        await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    assert caught.value.status == "INTERNAL"
+    assert isinstance(caught.value.__cause__, errors.KubeError)
+    assert "node=node-a listing pods failed" in caplog.text
+
+
+async def test_a_sliced_request_whose_tokens_share_a_card_is_refused_naming_the_card(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    cluster.add(pod("p", container("main", sliced_limits(count=2))))
+    with pytest.raises(AllocationRefusedError, match=rf"2 slices .* on 1 card.*{uuid(0)}") as caught:
+        await allocator.allocate(SLICED, [device_id(0, 1), device_id(0, 2)])
+    assert caught.value.status == "FAILED_PRECONDITION"
+    assert cluster.writes == []
+
+
+async def test_a_reservation_whose_pod_never_reaches_the_cache_expires_after_one_retry_window(
+    cluster: FakeCluster, tmp_path: Path
+) -> None:
+    now = [0.0]
+    allocator = make_allocator(cluster, tmp_path, retries=1, retry_interval=0.01, clock=lambda: now[0])
+    cluster.cache = []  # the informer never shows the pod: it is deleted before the cache catches up
+    cluster.add(pod("ghost", container("main", {"nvidia.com/gpu": "1"}), uid="uid-ghost"))
+    await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    cluster.pods.clear()
+    cluster.add(pod("next", container("main", sliced_limits()), minute=5))
+    for now[0] in (0.0, 0.01):  # absent, but not for longer than one retry window yet
+        allocator.collect(cluster.cached())
+        assert allocator.reservations.get("uid-ghost") is not None
+    with pytest.raises(AllocationRefusedError, match="held Exclusive by ns/ghost"):
+        await allocator.allocate(SLICED, [device_id(0, 1)])
+    now[0] = 0.03
+    allocator.collect(cluster.cached())
+    assert allocator.reservations.get("uid-ghost") is None
+    await allocator.allocate(SLICED, [device_id(0, 1)])
+    assert [name for name, _ in cluster.writes] == ["ghost", "next"]
+
+
+async def test_a_reservation_whose_pod_is_cached_never_expires(cluster: FakeCluster, tmp_path: Path) -> None:
+    now = [0.0]
+    allocator = make_allocator(cluster, tmp_path, retries=1, retry_interval=0.01, clock=lambda: now[0])
+    cluster.lag = True  # the annotation never reaches the cache, the pod does
+    cluster.add(pod("p", container("main", {"nvidia.com/gpu": "1"}), uid="uid-p"))
+    await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    for now[0] in (0.0, 1.0, 100.0):
+        allocator.collect(cluster.cached())
+    assert allocator.reservations.get("uid-p") is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.allocator import Allocator
@@ -12,6 +13,7 @@ from gpustack_operator.device_manager.allocator.annotation import (
     AllocatedCard,
     ContainerAllocation,
 )
+from gpustack_operator.device_manager.plugin.inventory import Inventory
 from tests.unit.device_manager.allocator.builders import (
     EXCLUSIVE,
     H100,
@@ -19,11 +21,13 @@ from tests.unit.device_manager.allocator.builders import (
     SLICED,
     container,
     device_id,
+    group,
     pod,
     sliced_limits,
     uuid,
+    whole,
 )
-from tests.unit.device_manager.allocator.conftest import FakeCluster
+from tests.unit.device_manager.allocator.conftest import FakeCluster, make_allocator
 
 
 def owners(cluster: FakeCluster) -> dict[str, list[str]]:
@@ -64,22 +68,85 @@ async def test_a_pod_the_cards_fit_beats_an_older_one_they_do_not(
     assert "wants-25pct" not in owners(cluster)
 
 
-async def test_a_pod_that_already_holds_cards_comes_last_and_then_its_next_container(
+async def test_a_pod_part_way_through_admission_gets_the_next_allocate_before_an_older_pod(
     allocator: Allocator, cluster: FakeCluster
 ) -> None:
+    cluster.add(
+        pod("older", container("main", {"nvidia.com/gpu": "1"}), minute=0),
+        pod(
+            "admitting",
+            container("a", {"nvidia.com/gpu": "1"}),
+            container("b", {"nvidia.com/gpu": "1"}),
+            minute=5,
+            allocations={"a": whole(0)},
+        ),
+    )
+    await allocator.allocate(EXCLUSIVE, [device_id(1)])
+    assert owners(cluster) == {"admitting": ["a", "b"]}, "the kubelet finishes a pod before the next"
+
+
+async def test_every_container_of_a_pod_is_served_in_turn_and_then_the_next_pod(
+    cluster: FakeCluster, tmp_path: Path
+) -> None:
+    allocator = make_allocator(cluster, tmp_path, Inventory("nvidia", [group(count=3)]))
     two_mains = pod(
-        "claimed",
+        "first",
         container("a", {"nvidia.com/gpu": "1"}),
         container("b", {"nvidia.com/gpu": "1"}),
         minute=0,
     )
-    cluster.add(two_mains, pod("fresh", container("main", {"nvidia.com/gpu": "1"}), minute=5))
+    cluster.add(two_mains, pod("second", container("main", {"nvidia.com/gpu": "1"}), minute=5))
     await allocator.allocate(EXCLUSIVE, [device_id(0)])
     await allocator.allocate(EXCLUSIVE, [device_id(1)])
-    assert owners(cluster) == {"claimed": ["a"], "fresh": ["main"]}
-    cluster.pods.pop()  # fresh is gone; now only the claimed pod matches
+    assert owners(cluster) == {"first": ["a", "b"]}
+    await allocator.allocate(EXCLUSIVE, [device_id(2)])
+    assert owners(cluster) == {"first": ["a", "b"], "second": ["main"]}
+
+
+async def test_an_app_container_reusing_its_init_containers_ids_goes_to_that_pod(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    cluster.add(
+        pod("older", container("main", {"nvidia.com/gpu": "1"}), minute=0),
+        pod(
+            "with-init",
+            container("app", {"nvidia.com/gpu": "1"}),
+            init=[container("setup", {"nvidia.com/gpu": "1"})],
+            minute=5,
+            allocations={"setup": whole(0)},
+        ),
+    )
+    await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    assert owners(cluster) == {"with-init": ["app", "setup"]}, "card 0 must not go to a second pod"
+
+
+async def test_a_replay_for_a_pod_whose_every_matching_container_holds_cards_comes_last(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    cluster.add(
+        pod("replayed", container("main", {"nvidia.com/gpu": "1"}), allocations={"main": whole(0)}),
+        pod("waiting", container("main", {"nvidia.com/gpu": "1"}), minute=5),
+    )
     await allocator.allocate(EXCLUSIVE, [device_id(1)])
-    assert owners(cluster)["claimed"] == ["a", "b"]
+    assert owners(cluster) == {"replayed": ["main"], "waiting": ["main"]}
+    cluster.pods.pop()  # only the replayed pod matches now: the kubelet's replay is served again
+    await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    assert [name for name, _ in cluster.writes] == ["waiting", "replayed"]
+
+
+async def test_a_pod_part_way_through_admission_in_the_cache_only_is_checked_against_the_api_server(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    admitting = pod(
+        "admitting",
+        container("a", {"nvidia.com/gpu": "1"}),
+        container("b", {"nvidia.com/gpu": "1"}),
+        allocations={"a": whole(0)},
+    )
+    cluster.cache = [admitting]  # the API server already has it deleted, and a new pod bound
+    cluster.add(pod("bound", container("main", {"nvidia.com/gpu": "1"}), minute=5))
+    await allocator.allocate(EXCLUSIVE, [device_id(1)])
+    assert [name for name, _ in cluster.writes] == ["bound"]
 
 
 async def test_init_containers_are_matched_before_app_containers(

@@ -9,15 +9,18 @@ import pytest
 from gpustack_operator.api.quantity import Quantity
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.annotation import (
+    ANNOTATION,
     AllocatedCard,
     ContainerAllocation,
     decode,
     encode,
     pod_allocations,
+    read_allocations,
 )
 from gpustack_operator.device_manager.allocator.demand import SlicedRequest, sliced_request
 from gpustack_operator.device_manager.allocator.nvidia import cuda_major
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths, WorkDirs
+from gpustack_operator.device_manager.ledger import rebuild
 from gpustack_operator.device_manager.plugin.handler import AllocationRefusedError
 from tests.unit.device_manager.allocator.builders import H100, container, sliced_limits
 
@@ -45,11 +48,21 @@ def test_annotation_round_trips_with_containers_in_name_order() -> None:
      '"index": 0, "mode": 1}, {"id": "v", "index": 1, "mode": 3}]}]}}}'],
     ids=["list", "truncated", "no-devices", "group-without-manufacturer", "two-modes-in-one-container"],
 )  # fmt: skip
-def test_annotations_we_did_not_write_are_refused(text: str) -> None:
+def test_annotations_we_did_not_write_are_refused(text: str, caplog: pytest.LogCaptureFixture) -> None:
+    bad = {"metadata": {"name": "p", "namespace": "ns", "annotations": {ANNOTATION: text}}}
     with pytest.raises(ValueError, match=r"malformed|one mode"):
         decode(text)
-    assert pod_allocations({"metadata": {"name": "p", "annotations": {
-        "device.gpustack.ai/accelerator.allocated": text}}}) == {}  # fmt: skip
+    with pytest.raises(ValueError, match=r"malformed|one mode"):
+        read_allocations(bad)
+    assert pod_allocations(bad) == {}, "the allocator's reading logs and reads none"
+    assert "ignoring allocation pod=ns/p" in caplog.text
+    assert rebuild({"groups": []}, [bad]).unreadable == ["ns/p"], "the ledger reads it the same way"
+
+
+def test_a_pod_without_the_annotation_holds_nothing_whichever_way_it_is_read() -> None:
+    bare = {"metadata": {"name": "p", "namespace": "ns"}}
+    assert read_allocations(bare) == pod_allocations(bare) == {}
+    assert rebuild({"groups": []}, [bare]).unreadable == []
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,122 @@
+"""serve's ledger writer is the one writer of Devices.status (conditional writes, rebuilt when the spec
+moved), and pod events move it and free what gone pods held."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any, cast
+
+from gpustack_operator.device_manager import ledger
+from gpustack_operator.device_manager.allocator.pods import node_field_selector
+from gpustack_operator.device_manager.allocator.sources import KubePods, pod_informer
+from gpustack_operator.device_manager.serve import LedgerWriter, PodEvents
+from gpustack_operator.kube import errors
+from gpustack_operator.kube.client import Client
+from tests.unit.device_manager.allocator.builders import EXCLUSIVE, container, device_id, pod, whole
+from tests.unit.device_manager.allocator.conftest import FakeCluster, make_allocator
+from tests.unit.runtime.helpers import eventually
+
+
+def accelerator(index: int) -> dict[str, Any]:
+    return {"id": f"GPU-{index}", "index": index, "physicalIndexes": [index], "status": {"unhealthy": False}}
+
+
+def devices(cards: int, version: int) -> dict[str, Any]:
+    group = {"id": "a10", "manufacturer": "nvidia", "accelerators": [accelerator(i) for i in range(cards)]}
+    return {"metadata": {"name": "node-a", "resourceVersion": str(version)}, "spec": {"groups": [group]}}
+
+
+class DevicesApi:
+    """One node's Devices as the API server keeps it: a status patch whose resourceVersion is not the
+    object's current one is answered 409. `on_list` runs while the writer lists pods (mid-rebuild)."""
+
+    def __init__(self, cards: int) -> None:
+        self.devices = devices(cards, 1)
+        self.patches: list[dict[str, Any]] = []
+        self.selectors: list[str | None] = []
+        self.on_list = lambda: None
+
+    def spec_reported(self, cards: int) -> None:
+        """The detect loop's Reporter writes a new spec: the object's version moves on."""
+        version = int(self.devices["metadata"]["resourceVersion"]) + 1
+        self.devices = {**devices(cards, version), "status": self.devices.get("status")}
+
+    async def get_or_none(self, res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return copy.deepcopy(self.devices)
+
+    async def list(self, res: Any, namespace: str | None = None, **selectors: str | None) -> list[Any]:
+        self.selectors.append(selectors.get("field_selector"))
+        self.on_list()
+        return []
+
+    async def patch(self, res: Any, name: str, patch: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        self.patches.append(patch)
+        if patch["metadata"]["resourceVersion"] != self.devices["metadata"]["resourceVersion"]:
+            raise errors.Conflict(status=409, reason="Conflict", message="the object has been modified")
+        version = int(self.devices["metadata"]["resourceVersion"]) + 1
+        self.devices["metadata"]["resourceVersion"] = str(version)
+        self.devices["status"] = patch["status"]
+        return self.devices
+
+
+def ledger_cards(api: DevicesApi) -> list[str]:
+    status = api.devices.get("status") or {"groups": [{}]}
+    return [entry["id"] for entry in status["groups"][0].get("accelerators", [])]
+
+
+async def test_a_status_write_carries_the_version_it_was_rebuilt_from() -> None:
+    api = DevicesApi(cards=2)
+    await ledger.sync_status(cast(Client, api), "node-a")
+    assert [patch["metadata"] for patch in api.patches] == [{"resourceVersion": "1"}]
+    assert ledger_cards(api) == ["GPU-0", "GPU-1"]
+    assert api.selectors == [node_field_selector("node-a")] == ["spec.nodeName=node-a"]
+
+
+async def test_a_spec_reported_mid_rebuild_makes_the_writer_rebuild_against_it() -> None:
+    api = DevicesApi(cards=2)
+    api.on_list = lambda: api.spec_reported(cards=1) if len(api.selectors) == 1 else None
+    writer = LedgerWriter(cast(Client, api), "node-a")
+    task = asyncio.ensure_future(writer.run())
+    try:
+        writer.kick()
+        await eventually(lambda: ledger_cards(api) == ["GPU-0"])
+    finally:
+        task.cancel()
+    assert [patch["metadata"]["resourceVersion"] for patch in api.patches] == ["1", "2"]
+    assert len(api.selectors) == 2, "the refused write was rebuilt from a fresh read, not retried as is"
+
+
+def test_the_pod_informer_watches_the_pods_bound_to_the_node() -> None:
+    informer = pod_informer(cast(Client, DevicesApi(cards=1)), "node-a")
+    assert informer.field_selector == node_field_selector("node-a")
+
+
+class Kicks:
+    """Stands in for the LedgerWriter: counts kicks."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def kick(self) -> None:
+        self.count += 1
+
+
+async def test_pods_arriving_with_allocations_or_going_move_the_ledger_and_free_reservations(
+    tmp_path: Path,
+) -> None:
+    cluster = FakeCluster()
+    allocator = make_allocator(cluster, tmp_path)
+    kicks = Kicks()
+    events = PodEvents(allocator, cast(KubePods, cluster), cast(LedgerWriter, kicks))
+    events.on_add(pod("bare", container()))
+    assert kicks.count == 0, "a pod holding nothing leaves the ledger as it is"
+    events.on_add(pod("held", container(), phase="Running", allocations={"main": whole(0)}))
+    assert kicks.count == 1, "e.g. the cache's first list after a restart"
+
+    cluster.add(pod("p", container("main", {"nvidia.com/gpu": "1"}), uid="uid-p"))
+    await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    events.on_delete(cluster.pods[0])  # also what a relist tells when the name came back with a new UID
+    assert allocator.reservations.get("uid-p") is None
+    assert kicks.count == 2
