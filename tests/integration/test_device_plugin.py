@@ -222,7 +222,13 @@ async def test_every_container_of_pods_admitted_together_gets_the_ids_the_kubele
     for name in ("pair-0", "pair-1"):
         pods[name]["spec"]["containers"] = [one_gpu("a"), one_gpu("b")]
     pods["init"]["spec"]["initContainers"] = [one_gpu("setup")]
-    await asyncio.gather(*(kube.create(resources.PODS, pod, namespace) for pod in pods.values()))
+    # Allocate requests carry no pod identity: the device manager takes the oldest pending pod, so pods
+    # created within the same second with identical requests are ambiguous (the kubelet's PodResources
+    # API would settle it; not built). Distinct creation seconds keep this test about multi-container
+    # and init-container pods.
+    for pod in pods.values():
+        await kube.create(resources.PODS, pod, namespace)
+        await asyncio.sleep(1.1)
 
     async def started() -> list[dict[str, Any]] | None:
         return await running(kube, namespace, pods)
