@@ -13,8 +13,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Final
 
+from gpustack_operator.device_manager.detector.library import VendorLibrary
 from gpustack_operator.device_manager.detector.pci import SYSFS, PciDevice, normalize_bus_id, with_topology
-from gpustack_operator.device_manager.detector.vendor import LibraryUnavailableError
 from gpustack_operator.device_manager.model import Card, Metrics
 
 log = logging.getLogger(__name__)
@@ -38,25 +38,18 @@ class AmdSmiDetector:
     manufacturer = MANUFACTURER
 
     def __init__(self, amdsmi: ModuleType | None = None, sysfs: Path = SYSFS) -> None:
-        self._amdsmi = amdsmi
+        self._lib = VendorLibrary(
+            "amdsmi",
+            init="amdsmi_init",
+            shutdown="amdsmi_shut_down",
+            error="AmdSmiException",
+            label="the amdsmi Python package",
+            module=amdsmi,
+        )
         self._sysfs = sysfs
-        self._ready = False
 
     def _library(self) -> Any:
-        if self._amdsmi is None:
-            try:
-                import amdsmi  # type: ignore[import-not-found]
-            except ImportError as exc:
-                raise LibraryUnavailableError(f"the amdsmi Python package is not installed: {exc}") from exc
-            self._amdsmi = amdsmi
-        amdsmi = self._amdsmi
-        if not self._ready:
-            try:
-                amdsmi.amdsmi_init()
-            except amdsmi.AmdSmiException as exc:
-                raise LibraryUnavailableError(f"amdsmi cannot be initialised: {exc}") from exc
-            self._ready = True
-        return amdsmi
+        return self._lib.get()
 
     def _try(self, amdsmi: Any, name: str, *args: Any, default: Any) -> Any:
         try:

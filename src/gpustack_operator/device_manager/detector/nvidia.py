@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, Final, TypeVar
 
+from gpustack_operator.device_manager.detector.library import VendorLibrary
 from gpustack_operator.device_manager.detector.pci import PciDevice, normalize_bus_id, with_topology
-from gpustack_operator.device_manager.detector.vendor import LibraryUnavailableError
 from gpustack_operator.device_manager.model import Card, Metrics
 
 log = logging.getLogger(__name__)
@@ -66,35 +66,26 @@ class NvmlDetector:
     manufacturer = MANUFACTURER
 
     def __init__(self, nvml: ModuleType | None = None) -> None:
-        self._nvml = nvml
-        self._ready = False
+        self._lib = VendorLibrary(
+            "pynvml",
+            init="nvmlInit",
+            shutdown="nvmlShutdown",
+            error="NVMLError",
+            label="nvidia-ml-py (pynvml) / NVML",
+            module=nvml,
+        )
 
     def _library(self) -> Any:
-        if self._nvml is None:
-            try:
-                import pynvml
-            except ImportError as exc:
-                raise LibraryUnavailableError(f"nvidia-ml-py (pynvml) is not installed: {exc}") from exc
-            self._nvml = pynvml
-        nvml = self._nvml
-        if not self._ready:
-            try:
-                nvml.nvmlInit()
-            except nvml.NVMLError as exc:
-                raise LibraryUnavailableError(f"NVML cannot be initialised: {exc}") from exc
-            self._ready = True
-        return nvml
+        return self._lib.get()
 
     def close(self) -> None:
-        if self._ready and self._nvml is not None:
-            self._nvml.nvmlShutdown()
-            self._ready = False
+        self._lib.close()
 
     def _try(self, call: Callable[..., T], *args: Any, default: T) -> T:
         """``call(*args)``, or ``default`` when NVML says the query is unsupported or failed."""
         try:
             return call(*args)
-        except self._nvml.NVMLError as exc:  # type: ignore[union-attr]
+        except self._lib.module.NVMLError as exc:
             log.debug("NVML %s failed: %s", getattr(call, "__name__", call), exc)
             return default
 
