@@ -90,7 +90,7 @@ class Admission:
             await self._wake.wait()
             self._wake.clear()
             waiting = [pod for pod in self.pods() if self._admissible(pod)]
-            for pod in sorted(waiting, key=p.age_key):
+            for pod in sorted(waiting, key=p.arrival_key):
                 await self.admit(pod)
 
     def _admissible(self, pod: Pod) -> bool:

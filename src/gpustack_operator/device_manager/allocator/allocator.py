@@ -105,10 +105,11 @@ class Allocator:
         if plan.allocation is not None:
             await self._record(plan)
         log.info(
-            "allocated resource=%s pod=%s container=%s devices=%s in %.1fms",
+            "allocated resource=%s pod=%s container=%s tier=%s devices=%s in %.1fms",
             resource.name,
             p.pod_key(plan.pod),
             plan.container,
+            plan.tier.name,
             ",".join(device_ids),
             (time.perf_counter() - started) * 1000,
         )

@@ -79,7 +79,7 @@ def candidates(
         else:
             tier = Tier.FEASIBLE if fits(pod, free[0]) else Tier.INFEASIBLE
         found.append(Candidate(pod, (free or matching)[0], tier))
-    return sorted(found, key=lambda c: (c.tier, p.age_key(c.pod)))
+    return sorted(found, key=lambda c: (c.tier, p.arrival_key(c.pod)))
 
 
 def visibility_candidates(
@@ -105,4 +105,4 @@ def visibility_candidates(
         free = [name for name in matching if name not in done]
         tier = Tier.FEASIBLE if free else Tier.CLAIMED
         found.append(Candidate(pod, (free or matching)[0], tier))
-    return sorted(found, key=lambda c: (c.tier, p.age_key(c.pod)))
+    return sorted(found, key=lambda c: (c.tier, p.arrival_key(c.pod)))

@@ -55,6 +55,19 @@ def age_key(pod: Mapping[str, Any]) -> tuple[str, str]:
     return str(meta(pod).get("creationTimestamp", "")), pod_key(pod)
 
 
+def arrival_key(pod: Mapping[str, Any]) -> tuple[str, int, str]:
+    """The order a kubelet admits pending pods in: oldest first, and within one creation second (the
+    timestamp's resolution) in the order the API server wrote them, which is the order every watcher sees.
+
+    Only for pods waiting for admission, whose resourceVersion is still their creation or binding write.
+    """
+    try:
+        version = int(str(meta(pod).get("resourceVersion", "")))
+    except ValueError:
+        version = 0
+    return str(meta(pod).get("creationTimestamp", "")), version, pod_key(pod)
+
+
 def containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """Init containers, then containers: the order in which the kubelet allocates."""
     spec = pod.get("spec") or {}

@@ -52,6 +52,20 @@ async def test_the_oldest_pending_pod_whose_limit_matches_wins(
     assert owners(cluster) == {"older": ["main"]}
 
 
+async def test_pods_created_in_the_same_second_go_in_the_order_the_api_server_wrote_them(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    # creationTimestamp has one-second resolution; the kubelet sees such pods in write (resourceVersion)
+    # order, which need not be name order.
+    first_written = pod("z-first", container("main", {"nvidia.com/gpu": "1"}), minute=5)
+    second_written = pod("a-second", container("main", {"nvidia.com/gpu": "1"}), minute=5)
+    first_written["metadata"]["resourceVersion"] = "120"
+    second_written["metadata"]["resourceVersion"] = "1100"  # a longer number: compared as integers
+    cluster.add(second_written, first_written)
+    await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    assert owners(cluster) == {"z-first": ["main"]}
+
+
 async def test_a_pod_the_cards_fit_beats_an_older_one_they_do_not(
     allocator: Allocator, cluster: FakeCluster
 ) -> None:
