@@ -52,11 +52,12 @@ class AmdSmiDetector:
         return self._lib.get()
 
     def _try(self, amdsmi: Any, name: str, *args: Any, default: Any) -> Any:
-        try:
-            return getattr(amdsmi, name)(*args)
-        except (amdsmi.AmdSmiException, AttributeError) as exc:
-            log.debug("amdsmi %s failed: %s", name, exc)
+        """amdsmi's `name(*args)`, or default when it fails or this amdsmi version lacks the call."""
+        call = getattr(amdsmi, name, None)
+        if call is None:
+            log.debug("amdsmi has no %s", name)
             return default
+        return self._lib.attempt(call, *args, default=default)
 
     def _healthy(self, amdsmi: Any, handle: Any) -> bool:
         ecc = self._try(amdsmi, "amdsmi_get_gpu_total_ecc_count", handle, default={})

@@ -8,10 +8,15 @@ reason, and tests inject a recorded stand-in module instead of importing the rea
 from __future__ import annotations
 
 import importlib
+import logging
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from gpustack_operator.device_manager.detector.vendor import LibraryUnavailableError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class VendorLibrary:
@@ -44,3 +49,11 @@ class VendorLibrary:
         if self._ready and self.module is not None:
             getattr(self.module, self._shutdown)()
             self._ready = False
+
+    def attempt(self, call: Callable[..., T], *args: Any, default: T) -> T:
+        """``call(*args)``, or ``default`` when the library says the query is unsupported or failed."""
+        try:
+            return call(*args)
+        except getattr(self.module, self._error) as exc:
+            log.debug("%s: %s failed: %s", self._label, getattr(call, "__name__", call), exc)
+            return default

@@ -83,11 +83,7 @@ class NvmlDetector:
 
     def _try(self, call: Callable[..., T], *args: Any, default: T) -> T:
         """``call(*args)``, or ``default`` when NVML says the query is unsupported or failed."""
-        try:
-            return call(*args)
-        except self._lib.module.NVMLError as exc:
-            log.debug("NVML %s failed: %s", getattr(call, "__name__", call), exc)
-            return default
+        return self._lib.attempt(call, *args, default=default)
 
     def _healthy(self, nvml: Any, handle: Any) -> bool:
         """No volatile uncorrected DRAM ECC error (older GPUs: no volatile uncorrected ECC error at all)."""
