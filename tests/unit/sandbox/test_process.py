@@ -27,6 +27,10 @@ def test_stop_ends_the_component_and_the_children_it_spawned(tmp_path: Path) -> 
     killed = process.stop(started.pid, grace=5.0, started_at=started.started_at)
     assert not killed, "SIGTERM to the process group was enough"
     assert not process.alive(started.pid)
+    # The signal reached the whole group; the child's exit is only a scheduling delay away.
+    deadline = time.monotonic() + 10
+    while process.alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not process.alive(child), "the component's child outlived it"
 
 
