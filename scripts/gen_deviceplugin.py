@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Regenerate the Python of the kubelet device plugin API, or check (``--check``) that it is current.
+"""Regenerate the Python of the kubelet gRPC APIs we speak, or check (``--check``) that it is current.
 
-Usage: ``python scripts/gen_deviceplugin.py [--check]``. The vendored proto lives at
-``src/gpustack_operator/device_manager/plugin/api/api.proto``; grpcio-tools compiles it with ``-I src`` so
-the generated modules import each other by their package path and the descriptor is registered under a
-unique file name (two bare ``api.proto`` files in one process collide). The generated ``api_pb2.py`` and
-``api_pb2_grpc.py`` are committed; ``--check`` exits 1 with a diff when they are stale, and a unit test runs
-the same comparison. No ``.pyi`` is generated: protobuf ships no type information, so typed code reaches the
-messages through ``plugin/api/__init__.py`` instead.
+Usage: ``python scripts/gen_deviceplugin.py [--check]``. The vendored protos are the device plugin API
+(``src/gpustack_operator/device_manager/plugin/api/api.proto``) and the PodResources API
+(``src/gpustack_operator/device_manager/podresources/api/api.proto``); grpcio-tools compiles each with
+``-I src`` so the generated modules import each other by their package path and each descriptor is
+registered under a unique file name (two bare ``api.proto`` files in one process collide). The generated
+``api_pb2.py`` and ``api_pb2_grpc.py`` are committed next to each proto; ``--check`` exits 1 with a diff when
+they are stale, and a unit test runs the same comparison. No ``.pyi`` is generated: protobuf ships no type
+information, so typed code reaches the messages through the ``api/__init__.py`` of each package instead.
 """
 
 from __future__ import annotations
@@ -20,34 +21,41 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
-PROTO = Path("gpustack_operator/device_manager/plugin/api/api.proto")
+PROTOS = (
+    Path("gpustack_operator/device_manager/plugin/api/api.proto"),
+    Path("gpustack_operator/device_manager/podresources/api/api.proto"),
+)
 OUTPUTS = ("api_pb2.py", "api_pb2_grpc.py")
 
 
-def generate(out_dir: Path) -> dict[str, str]:
-    """Compile the proto into out_dir; returns file name -> generated text."""
+def generate(out_dir: Path) -> dict[Path, str]:
+    """Compile every proto into out_dir; returns path (relative to src) -> generated text."""
     from grpc_tools import protoc  # dev dependency: only the generator needs it
 
-    args = [
-        "grpc_tools.protoc",
-        f"-I{SRC}",
-        f"--python_out={out_dir}",
-        f"--grpc_python_out={out_dir}",
-        str(SRC / PROTO),
-    ]
-    if protoc.main(args) != 0:
-        raise RuntimeError(f"protoc failed on {PROTO}")
-    generated = out_dir / PROTO.parent
-    return {name: (generated / name).read_text(encoding="utf-8") for name in OUTPUTS}
+    generated: dict[Path, str] = {}
+    for proto in PROTOS:
+        args = [
+            "grpc_tools.protoc",
+            f"-I{SRC}",
+            f"--python_out={out_dir}",
+            f"--grpc_python_out={out_dir}",
+            str(SRC / proto),
+        ]
+        if protoc.main(args) != 0:
+            raise RuntimeError(f"protoc failed on {proto}")
+        for name in OUTPUTS:
+            generated[proto.parent / name] = (out_dir / proto.parent / name).read_text(encoding="utf-8")
+    return generated
 
 
-def stale(committed_dir: Path = SRC / PROTO.parent) -> dict[str, str]:
-    """Each committed file that differs from a fresh generation: name -> unified diff."""
+def stale(committed_root: Path = SRC) -> dict[str, str]:
+    """Each committed file that differs from a fresh generation: path -> unified diff."""
     with tempfile.TemporaryDirectory() as tmp:
         fresh = generate(Path(tmp))
     diffs: dict[str, str] = {}
-    for name, text in fresh.items():
-        path = committed_dir / name
+    for relative, text in fresh.items():
+        path = committed_root / relative
+        name = str(relative)
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         if current != text:
             diffs[name] = "".join(
@@ -67,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, diff in diffs.items():
             print(f"{name} is stale; run scripts/gen_deviceplugin.py\n{diff}", file=sys.stderr)
         return 1 if diffs else 0
-    generate(SRC)
-    print(f"regenerated {', '.join(OUTPUTS)} from {PROTO}")
+    for relative in generate(SRC):
+        print(f"regenerated {relative}")
     return 0
 
 

@@ -34,6 +34,8 @@ from gpustack_operator.device_manager.plugin.handler import ResourceSpec
 from gpustack_operator.device_manager.plugin.inventory import Inventory
 from gpustack_operator.device_manager.plugin.registrar import Registrar
 from gpustack_operator.device_manager.plugin.server import ResourceServer
+from gpustack_operator.device_manager.podresources.api import POD_RESOURCES_SOCKET
+from gpustack_operator.device_manager.podresources.client import PodResourcesClient
 from gpustack_operator.device_manager.reporting import Reporter
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.errors import Conflict, KubeError
@@ -82,6 +84,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "--device-plugin-dir", type=Path, help="where plugin sockets go (default: the kube socket's dir)"
     )
     parser.add_argument(
+        "--pod-resources-socket",
+        type=Path,
+        default=Path(POD_RESOURCES_SOCKET),
+        help="the kubelet's PodResources socket, asked on every Allocate which pod the kubelet is admitting; "
+        "when it is missing, Allocate guesses the oldest pending pod (default: %(default)s)",
+    )
+    parser.add_argument(
         "--monitor-period",
         type=parse_duration,
         default=15.0,
@@ -96,6 +105,7 @@ class ServeOptions:
     manufacturers: Sequence[str]
     kube_socket: Path
     plugin_dir: Path
+    pod_resources_socket: Path
     monitor_period: float
     paths: HostPaths
     namespace: str
@@ -175,6 +185,7 @@ def options_from_args(args: argparse.Namespace, environment: Environment) -> Ser
         manufacturers=args.manufacturer or list(known_manufacturers()),
         kube_socket=args.kube_socket,
         plugin_dir=args.device_plugin_dir or args.kube_socket.parent,
+        pod_resources_socket=args.pod_resources_socket,
         monitor_period=args.monitor_period,
         paths=HostPaths(data_dir=environment.data_dir),
         namespace=environment.pod_namespace,
@@ -206,8 +217,14 @@ async def serve(opts: ServeOptions, backend: Backend) -> int:
     )
     informer = pod_informer(client, opts.node)
     pods = KubePods(client, informer, opts.node)
+    kubelet_pods = PodResourcesClient(opts.pod_resources_socket)
     allocator = Allocator(
-        inventories, pods, KubePodWriter(client), AllocatorConfig(opts.node, paths=opts.paths), writer.kick
+        inventories,
+        pods,
+        KubePodWriter(client),
+        AllocatorConfig(opts.node, paths=opts.paths),
+        writer.kick,
+        kubelet=kubelet_pods,
     )
     informer.add_handler(PodEvents(allocator, pods, writer))
 
@@ -243,4 +260,5 @@ async def serve(opts: ServeOptions, backend: Backend) -> int:
     try:
         return await run_until_signal(setup)
     finally:
+        await kubelet_pods.close()
         await client.close()

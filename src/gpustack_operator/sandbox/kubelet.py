@@ -4,8 +4,9 @@ kwok fakes nodes and pod lifecycles but has no device manager, so nothing would 
 plugin, call its Allocate, or turn what it advertises into node capacity. This process does exactly that
 for one node, over real gRPC on real unix sockets: it serves Registration on `<dir>/kubelet.sock`
 (kubelet_registry), publishes capacity/allocatable on the Node (kubelet_status), admits the pods bound to
-the node by calling GetPreferredAllocation and Allocate (kubelet_admission), and reports on HTTP for probes
-and tests (kubelet_http). It runs as its own process, as a kubelet does, so killing the device manager
+the node by calling GetPreferredAllocation and Allocate (kubelet_admission), serves PodResources v1 on
+`<pod-resources-dir>/kubelet.sock` (kubelet_podresources), and reports on HTTP for probes and tests
+(kubelet_http). It runs as its own process, as a kubelet does, so killing the device manager
 looks to it like a plugin crash. Run: `python -m gpustack_operator.sandbox.kubelet --node NAME ...`.
 """
 
@@ -25,6 +26,7 @@ from gpustack_operator.kube.informer import Informer
 from gpustack_operator.runtime import Supervisor, run_until_signal
 from gpustack_operator.sandbox import kubelet_http
 from gpustack_operator.sandbox.kubelet_admission import Admission
+from gpustack_operator.sandbox.kubelet_podresources import PodResourcesServer
 from gpustack_operator.sandbox.kubelet_registry import DeviceRegistry
 from gpustack_operator.sandbox.kubelet_status import NodeStatus
 
@@ -36,6 +38,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--node", required=True, help="the kwok Node this stand-in is the kubelet of")
     parser.add_argument(
         "--dir", type=Path, required=True, help="device-plugin directory (holds kubelet.sock)"
+    )
+    parser.add_argument(
+        "--pod-resources-dir", type=Path, required=True, help="PodResources directory (holds kubelet.sock)"
     )
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--port", type=int, required=True, help="HTTP port on 127.0.0.1 (probes, records)")
@@ -58,11 +63,13 @@ async def run(args: argparse.Namespace) -> int:
     status = NodeStatus(client, args.node, registry, period=args.status_period)
     admission = Admission(client, registry, informer.store.list)
     informer.add_handler(admission)
+    pod_resources = PodResourcesServer(args.pod_resources_dir, admission, registry)
     runner = None
 
     async def setup(sup: Supervisor) -> None:
         nonlocal runner
         await registry.start()
+        await pod_resources.start()
         runner = await kubelet_http.serve(kubelet_http.application(registry, admission), args.port)
         sup.spawn("informer:pods", informer.run, restart="on-failure")
         sup.spawn("admission", admission.run, restart="on-failure")
@@ -72,6 +79,7 @@ async def run(args: argparse.Namespace) -> int:
     try:
         return await run_until_signal(setup)
     finally:
+        await pod_resources.stop()
         await registry.stop()
         if runner is not None:
             await runner.cleanup()

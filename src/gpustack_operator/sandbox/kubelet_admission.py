@@ -1,10 +1,14 @@
 """The kubelet stand-in's pod admission: device IDs chosen as the kubelet chooses them, then Allocate.
 
-Pods bound to the node are admitted one at a time, oldest first, on one task (the kubelet's admission
-loop). For each container, init containers first, and each registered device-plugin resource in its
-limits: take the init containers' devices first, then `available = healthy - allocated`, ask the plugin's
-GetPreferredAllocation when it offers one, fill the rest in random order (the real order is unspecified),
-and call Allocate with no deadline, one container per call. Success marks the pod admitted (kwok then
+Pods bound to the node are admitted one at a time on one task (the kubelet's admission loop), in the
+order the pod source delivers them: each wake-up takes the batch of bound pods not yet seen, sorted by
+creation time only, with ties in random order (the kubelet's sort is not stable, and the API's creation
+timestamp has one-second resolution), so the device manager cannot rely on any finer order. A pod joins
+the kubelet's active pods, which PodResources lists, as its admission starts. For each container, init
+containers first, and each registered device-plugin resource in its limits: take the init containers'
+devices first, then `available = healthy - allocated`, ask the plugin's GetPreferredAllocation when it
+offers one, fill the rest in random order (the real order is unspecified), and call Allocate with no
+deadline, one container per call. Success marks the pod admitted (kwok then
 starts it); any failure releases what the pod got and fails it with UnexpectedAdmissionError. Devices are
 freed lazily, when the pod is gone or finished, and the plugin is never told.
 """
@@ -22,6 +26,7 @@ import grpc
 from gpustack_operator.api.quantity import Quantity
 from gpustack_operator.device_manager.allocator import pods as p
 from gpustack_operator.device_manager.plugin.api import pb
+from gpustack_operator.device_manager.podresources.model import ContainerDevices, PodName, pod_name
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.sandbox.kubelet_registry import DeviceRegistry, Endpoint
@@ -70,6 +75,8 @@ class Admission:
         self.records: dict[str, dict[str, Any]] = {}
         """`namespace/name` -> {admitted, message, containers: {container: {resource: response}}}."""
         self._done: set[str] = set()
+        """UIDs whose admission has started (the kubelet's pod manager)."""
+        self._rejected: set[str] = set()
         self._wake = asyncio.Event()
 
     # ---- informer handler: every change may make a pod admissible ----------------------------------------
@@ -89,9 +96,31 @@ class Admission:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            waiting = [pod for pod in self.pods() if self._admissible(pod)]
-            for pod in sorted(waiting, key=p.arrival_key):
+            batch = [pod for pod in self.pods() if self._admissible(pod)]
+            self.rng.shuffle(batch)
+            batch.sort(key=lambda pod: str(p.meta(pod).get("creationTimestamp", "")))
+            for pod in batch:
                 await self.admit(pod)
+
+    def active(self) -> list[tuple[PodName, ContainerDevices]]:
+        """PodResources List: the active pods this kubelet admitted or is admitting, with the device IDs
+        committed to each listed container (restartable init containers, then app containers; a regular
+        init container is not listed). A container's IDs appear once its Allocate has returned."""
+        listed: list[tuple[PodName, ContainerDevices]] = []
+        for pod in self.pods():
+            uid = p.pod_uid(pod)
+            started = uid in self._done or ADMITTED_ANNOTATION in (p.meta(pod).get("annotations") or {})
+            if not started or uid in self._rejected or not p.is_active(pod):
+                continue
+            spec = pod.get("spec") or {}
+            shown = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+            given = self.allocated.get(uid, {})
+            containers: dict[str, dict[str, tuple[str, ...]]] = {}
+            for entry in [*shown, *(spec.get("containers") or [])]:
+                name = str(entry.get("name"))
+                containers[name] = {res: tuple(ids) for (c, res), ids in given.items() if c == name}
+            listed.append((pod_name(pod), containers))
+        return listed
 
     def _admissible(self, pod: Pod) -> bool:
         annotations = p.meta(pod).get("annotations") or {}
@@ -118,6 +147,7 @@ class Admission:
             log.info("admitted pod=%s", key)
         except (AdmissionError, errors.KubeError) as err:
             self.allocated.pop(uid, None)
+            self._rejected.add(uid)
             record["message"] = str(err)
             log.warning("admission failed pod=%s: %s", key, err)
             status = {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": str(err)}

@@ -70,6 +70,10 @@ def socket_path_problem(run_dir: Path, nodes: list[InventoryNode]) -> str | None
     return None
 
 
+def pod_resources_dir(run_dir: Path, node: str) -> Path:
+    return node_dir(run_dir, node) / "pod-resources"
+
+
 def faults_file(run_dir: Path, node: str) -> Path:
     """Write `{unhealthy: [uuid], missing: [uuid]}` here to fault the node's simulated cards."""
     return node_dir(run_dir, node) / "faults.yaml"
@@ -98,6 +102,7 @@ def agents(run_dir: Path, kubeconfig: Path, inventory_file: Path, node: Inventor
         [
             *(sys.executable, "-m", "gpustack_operator.sandbox.kubelet"),
             *("--node", node.name, "--dir", str(directory), "--kubeconfig", str(kubeconfig)),
+            *("--pod-resources-dir", str(pod_resources_dir(run_dir, node.name))),
             *("--port", str(port)),
         ],
         f"http://127.0.0.1:{port}/healthz",
@@ -111,6 +116,7 @@ def agents(run_dir: Path, kubeconfig: Path, inventory_file: Path, node: Inventor
             *("--backend", "simulated", "--inventory", str(inventory_file.resolve())),
             *("--faults", str(faults_file(run_dir, node.name)), "--node-name", node.name),
             *("--kube-socket", str(directory / "kubelet.sock"), "--kubeconfig", str(kubeconfig)),
+            *("--pod-resources-socket", str(pod_resources_dir(run_dir, node.name) / "kubelet.sock")),
             *("--monitor-period", MONITOR_PERIOD),
         ],
         f"http://127.0.0.1:{port}/readyz?{ready}",

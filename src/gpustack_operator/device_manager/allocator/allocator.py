@@ -2,12 +2,15 @@
 
 The node's Allocates are serialised by one asyncio lock around identify -> cross-mode check -> reserve,
 so a batch of identical pods maps one-to-one onto distinct pods and two modes never take one card. The
-pod list comes from the informer cache and, when the cache shows no feasible match or a card held in
-another mode, from the API server; with still no match, or the conflict still there (the kubelet frees a
-finished pod's devices before its status reaches the API server), the call is retried within `retries` x
-`retry_interval` and then fails, which the kubelet turns into a failed admission. The durable record - the
-pod annotation - and the per-container work directory are written after the lock is released, under a
-per-pod lock.
+candidates are the pods the kubelet lists through PodResources, when it answers: those it admitted
+earlier, whose matching containers all hold cards already, and the one it is admitting now, so the pod is
+known exactly (see `podresources/client.py`); without that answer, every pending pod on the node is a
+candidate and `identify` ranks them. The pod list comes from the informer cache and, when the cache shows
+no feasible match or a card held in another mode, from the API server; with still no match, or the
+conflict still there (the kubelet frees a finished pod's devices before its status reaches the API
+server), the call is retried within `retries` x `retry_interval` and then fails, which the kubelet turns
+into a failed admission. The durable record - the pod annotation - and the per-container work directory
+are written after the lock is released, under a per-pod lock.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from gpustack_operator.device_manager.plugin.handler import (
     ResourceSpec,
 )
 from gpustack_operator.device_manager.plugin.inventory import CardInfo, Inventory
+from gpustack_operator.device_manager.podresources.model import KubeletPods
 from gpustack_operator.kube.errors import KubeError
 
 log = logging.getLogger(__name__)
@@ -51,6 +55,12 @@ class PodSource(Protocol):
 
     async def fresh(self) -> list[Pod]:
         """A list straight from the API server."""
+        ...
+
+
+class KubeletSource(Protocol):
+    async def active(self) -> KubeletPods | None:
+        """The kubelet's active pods (PodResources List), or None when it cannot be asked."""
         ...
 
 
@@ -84,9 +94,11 @@ class Allocator:
         config: AllocatorConfig,
         on_change: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
+        kubelet: KubeletSource | None = None,
     ) -> None:
         self.inventories = inventories
         self.pods = pods
+        self.kubelet = kubelet
         self.writer = writer
         self.config = config
         self.on_change = on_change
@@ -161,8 +173,9 @@ class Allocator:
             if attempt:
                 await asyncio.sleep(self.config.retry_interval)
             async with self._lock:
+                kubelet = await self.kubelet.active() if self.kubelet is not None else None
                 try:
-                    plan = self._plan(resource, devices, cards, self.pods.cached())
+                    plan = self._plan(resource, devices, cards, self.pods.cached(), kubelet)
                 except CardConflictError:
                     plan = None  # the cache may still show a holder the kubelet has already freed
                 conflict = None
@@ -170,7 +183,7 @@ class Allocator:
                     # The cache may not show the binding yet: a pod holding cards already, or one the
                     # cards do not fit, is only taken when the API server has nothing better.
                     try:
-                        plan = self._plan(resource, devices, cards, await self._fresh())
+                        plan = self._plan(resource, devices, cards, await self._fresh(), kubelet)
                     except CardConflictError as err:
                         plan, conflict = None, err
                 if plan is not None:
@@ -211,10 +224,14 @@ class Allocator:
         devices: list[ids.DeviceID],
         cards: dict[tuple[str, str], CardInfo],
         pods: list[Pod],
+        kubelet: KubeletPods | None,
     ) -> Plan | None:
+        """The plan among the pods the kubelet lists (all pods when it cannot say); the cross-mode view
+        always counts every pod."""
+        candidates = pods if kubelet is None else [pod for pod in pods if kubelet.lists(pod)]
         if resource.mode is DeviceAllocationMode.VISIBILITY:
-            return self.planner.mirror(resource, len(devices), pods)
-        return self.planner.plan(resource, devices, cards, pods)
+            return self.planner.mirror(resource, len(devices), candidates)
+        return self.planner.plan(resource, devices, cards, candidates, holders=pods)
 
     async def _record(self, plan: Plan) -> None:
         uid, key = p.pod_uid(plan.pod), p.pod_key(plan.pod)

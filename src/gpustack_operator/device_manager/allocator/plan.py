@@ -83,9 +83,13 @@ class Planner:
         devices: Sequence[DeviceID],
         cards: Mapping[CardKey, CardInfo],
         pods: Sequence[Pod],
+        holders: Sequence[Pod] | None = None,
     ) -> Plan | None:
-        """The plan for the best candidate pod, None when no pod matches; raises AllocationRefused."""
-        holdings = self.holdings(pods)
+        """The plan for the best candidate among `pods`, None when none matches; raises AllocationRefused.
+
+        `holders` are the pods whose cards count in the cross-mode view (default: `pods`).
+        """
+        holdings = self.holdings(pods if holders is None else holders)
         mode = resource.mode
 
         def fits(pod: Pod, container: str) -> bool:

@@ -13,13 +13,15 @@ import pytest
 from gpustack_operator.device_manager.allocator.allocator import Allocator, AllocatorConfig
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths
 from gpustack_operator.device_manager.plugin.inventory import Inventory
+from gpustack_operator.device_manager.podresources.model import KubeletPods, PodName
 from gpustack_operator.kube import errors
 from tests.unit.device_manager.allocator.builders import group
 
 
 class FakeCluster:
     """Pods on the node. `lag` keeps annotation writes out of the cache (the informer has not seen them);
-    `on_fresh` runs before each API-server list is answered (the cluster moving on between retries)."""
+    `on_fresh` runs before each API-server list is answered (the cluster moving on between retries);
+    `kubelet_lists`, when set, names the pods the kubelet's PodResources List reports (None: no answer)."""
 
     def __init__(self) -> None:
         self.pods: list[dict[str, Any]] = []
@@ -30,6 +32,12 @@ class FakeCluster:
         self.lists = 0
         self.on_fresh: Callable[[int], None] = lambda _: None
         self.writes: list[tuple[str, str]] = []
+        self.kubelet_lists: list[PodName] | None = None
+
+    async def active(self) -> KubeletPods | None:
+        if self.kubelet_lists is None:
+            return None
+        return KubeletPods({name: {} for name in self.kubelet_lists})
 
     def add(self, *pods: dict[str, Any]) -> None:
         self.pods.extend(pods)
@@ -78,7 +86,9 @@ def make_allocator(
         retry_interval=retry_interval,
         paths=HostPaths(tmp_path / "data", tmp_path / "lock"),
     )
-    return Allocator({inv.manufacturer: inv for inv in invs}, cluster, cluster, config, clock=clock)
+    return Allocator(
+        {inv.manufacturer: inv for inv in invs}, cluster, cluster, config, clock=clock, kubelet=cluster
+    )
 
 
 @pytest.fixture

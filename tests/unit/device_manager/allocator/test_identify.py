@@ -6,6 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.allocator import Allocator
 from gpustack_operator.device_manager.allocator.annotation import (
@@ -13,6 +15,7 @@ from gpustack_operator.device_manager.allocator.annotation import (
     AllocatedCard,
     ContainerAllocation,
 )
+from gpustack_operator.device_manager.plugin.handler import PodNotFoundError
 from gpustack_operator.device_manager.plugin.inventory import Inventory
 from tests.unit.device_manager.allocator.builders import (
     EXCLUSIVE,
@@ -64,6 +67,40 @@ async def test_pods_created_in_the_same_second_go_in_the_order_the_api_server_wr
     cluster.add(second_written, first_written)
     await allocator.allocate(EXCLUSIVE, [device_id(0)])
     assert owners(cluster) == {"z-first": ["main"]}
+
+
+async def test_with_podresources_the_pod_the_kubelet_is_admitting_wins_whatever_its_age(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    # The kubelet admits pods as its pod source delivers their bindings: the younger pod's binding came
+    # first. Its PodResources List shows the pods admitted before and the one being admitted now.
+    two = [container(n, {"nvidia.com/gpu": "1"}) for n in ("a", "b")]
+    cluster.add(pod("older", *two, minute=1), pod("younger", *two, minute=9))
+    cluster.kubelet_lists = [("ns", "younger")]
+    await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    cluster.kubelet_lists = [("ns", "younger"), ("ns", "older")]  # the older pod is bound meanwhile
+    await allocator.allocate(EXCLUSIVE, [device_id(1)])
+    assert owners(cluster) == {"younger": ["a", "b"]}
+
+
+async def test_without_podresources_the_oldest_pending_pod_is_the_guess(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    one = container("main", {"nvidia.com/gpu": "1"})
+    cluster.add(pod("older", one, minute=1), pod("younger", one, minute=9))
+    cluster.kubelet_lists = None
+    await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    assert owners(cluster) == {"older": ["main"]}
+
+
+async def test_a_pod_the_kubelet_does_not_list_is_never_chosen(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    cluster.add(pod("bound-not-admitted", container("main", {"nvidia.com/gpu": "1"}), minute=1))
+    cluster.kubelet_lists = []
+    with pytest.raises(PodNotFoundError):
+        await allocator.allocate(EXCLUSIVE, [device_id(0)])
+    assert owners(cluster) == {}
 
 
 async def test_a_pod_the_cards_fit_beats_an_older_one_they_do_not(

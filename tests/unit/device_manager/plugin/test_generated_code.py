@@ -1,4 +1,4 @@
-"""The committed device plugin API code is what grpcio-tools makes of the vendored proto today."""
+"""The committed kubelet API code is what grpcio-tools makes of the vendored protos today."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 from types import ModuleType
 
 from gpustack_operator.device_manager.plugin.api import pb, rpc
+from gpustack_operator.device_manager.podresources.api import pb as podresources_pb
 
 SCRIPT = Path(__file__).resolve().parents[4] / "scripts" / "gen_deviceplugin.py"
 
@@ -30,6 +31,9 @@ def test_services_keep_the_kubelets_wire_names() -> None:
     assert services["Registration"].full_name == "v1beta1.Registration"
     assert services["DevicePlugin"].full_name == "v1beta1.DevicePlugin"
     assert hasattr(rpc, "add_DevicePluginServicer_to_server")
+    lister = podresources_pb.DESCRIPTOR.services_by_name["PodResourcesLister"]
+    assert lister.full_name == "v1.PodResourcesLister"
+    assert [m.name for m in lister.methods] == ["List", "GetAllocatableResources", "Get"]
 
 
 def test_proto_header_names_its_source_and_no_gogo_options_remain() -> None:
