@@ -210,6 +210,14 @@ async def test_a_hundred_concurrent_pods_never_share_an_exclusive_card(kube: Cli
     await remove_pods(kube, namespace)
 
 
+def recorded_as_given(pod: dict[str, Any], given: dict[str, Any], resource: str) -> None:
+    """Every container is recorded with exactly the IDs the kubelet stand-in allocated it."""
+    recorded = allocation(pod) or {}
+    assert {c: entry["deviceIDs"] for c, entry in recorded.items()} == {
+        c: by_resource[resource]["deviceIDs"] for c, by_resource in given.items() if resource in by_resource
+    }, f"{pod['metadata']['name']}: recorded {recorded}, the kubelet gave {given}"
+
+
 async def test_every_container_of_pods_admitted_together_gets_the_ids_the_kubelet_gave_it(
     sandbox: Sandbox, kube: Client, namespace: str
 ) -> None:
@@ -222,8 +230,8 @@ async def test_every_container_of_pods_admitted_together_gets_the_ids_the_kubele
     for name in ("pair-0", "pair-1"):
         pods[name]["spec"]["containers"] = [one_gpu("a"), one_gpu("b")]
     pods["init"]["spec"]["initContainers"] = [one_gpu("setup")]
-    # Created together: same creation second, so the device manager must follow the order the API server
-    # wrote them (the order the kubelet admits them in), not their names.
+    # Created together: same creation second, bound in whatever order the scheduler picks, admitted by
+    # the stand-in in random order within a second; the device manager must follow the kubelet.
     await asyncio.gather(*(kube.create(resources.PODS, pod, namespace) for pod in pods.values()))
 
     async def started() -> list[dict[str, Any]] | None:
@@ -234,13 +242,35 @@ async def test_every_container_of_pods_admitted_together_gets_the_ids_the_kubele
     for pod in admitted:
         name = pod["metadata"]["name"]
         given = (await stand_in_record(sandbox, node, namespace, name))["containers"]
-        recorded = allocation(pod) or {}
-        assert {c: entry["deviceIDs"] for c, entry in recorded.items()} == {
-            c: by_resource["nvidia.com/gpu"]["deviceIDs"] for c, by_resource in given.items()
-        }, f"{name}: every container recorded with exactly the IDs the kubelet allocated it"
+        recorded_as_given(pod, given, "nvidia.com/gpu")
         cards[name] = {card for card, _, _ in cards_of(pod)}
     assert sorted(len(held) for held in cards.values()) == [1, 2, 2], "the app reuses its init's card"
     assert len(set().union(*cards.values())) == 5, "no card is given to two pods"
+    await remove_pods(kube, namespace)
+
+
+async def test_a_dozen_three_container_pods_created_at_once_are_each_recorded_as_the_kubelet_allocated(
+    sandbox: Sandbox, kube: Client, namespace: str
+) -> None:
+    node, shared = "h100-0", {"nvidia.com/gpu.shared": "1"}
+    names = [f"trio-{i:02d}" for i in range(12)]
+    pods = {name: gpu_pod(name, node, shared) for name in names}
+    for pod in pods.values():
+        pod["spec"]["containers"] = [
+            {"name": c, "image": "busybox", "resources": {"limits": shared}} for c in ("x", "y", "z")
+        ]
+    await asyncio.gather(*(kube.create(resources.PODS, pod, namespace) for pod in pods.values()))
+
+    async def started() -> list[dict[str, Any]] | None:
+        return await running(kube, namespace, pods)
+
+    admitted = await eventually(started, timeout=180, what="twelve three-container shared pods Running")
+    tokens: list[str] = []
+    for pod in admitted:
+        given = (await stand_in_record(sandbox, node, namespace, pod["metadata"]["name"]))["containers"]
+        recorded_as_given(pod, given, "nvidia.com/gpu.shared")
+        tokens += [t for entry in (allocation(pod) or {}).values() for t in entry["deviceIDs"]]
+    assert len(tokens) == len(set(tokens)) == 36, "no shared token recorded twice"
     await remove_pods(kube, namespace)
 
 
