@@ -22,6 +22,7 @@ from typing import Any
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode, DevicesGroup
 from gpustack_operator.device_manager import ledger
+from gpustack_operator.device_manager.allocator import audit
 from gpustack_operator.device_manager.allocator import pods as p
 from gpustack_operator.device_manager.allocator.allocator import Allocator, AllocatorConfig
 from gpustack_operator.device_manager.allocator.annotation import ANNOTATION
@@ -43,6 +44,7 @@ from gpustack_operator.nodefeature.manufacturers import known_manufacturers
 from gpustack_operator.nodefeature.resources import (
     ResourceKind,
     acceleratable_resource_name,
+    is_known_acceleratable_resource_name,
     visibility_resource_name,
 )
 from gpustack_operator.runtime import Supervisor, run_until_signal
@@ -243,10 +245,14 @@ async def serve(opts: ServeOptions, backend: Backend) -> int:
         await Registrar(servers, opts.kube_socket).run()
 
     async def collect() -> None:
-        """Ghost reservations; work dirs of pods deleted while this process was down, or missed."""
+        """Ghost reservations; work dirs of pods deleted while this process was down, or missed; records
+        that disagree with what the kubelet committed."""
         await informer.wait_synced()
         while True:
             allocator.collect(pods.cached())
+            if (kubelet := await kubelet_pods.active()) is not None:
+                found = audit.mismatches(kubelet, pods.cached(), is_known_acceleratable_resource_name)
+                audit.report(found, opts.node)
             await asyncio.sleep(min(GC_PERIOD, max(allocator.config.retry_window, 1.0)))
 
     async def setup(sup: Supervisor) -> None:
