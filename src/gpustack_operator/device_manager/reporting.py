@@ -23,7 +23,6 @@ from gpustack_operator.api.keys import (
     ARCH_LABEL,
     DEFAULT_SYSTEM_NAMESPACE,
     DEVICE_MANAGER_NODE_FEATURE_SUFFIX,
-    NFD_NODE_NAME_LABEL,
     OS_LABEL,
 )
 from gpustack_operator.api.types.devices import DevicesGroup
@@ -31,6 +30,7 @@ from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, JSONObj
 from gpustack_operator.nodefeature.groups import accelerator_key
 from gpustack_operator.nodefeature.labels import TRUE, construct_acceleratable_node_labels
+from gpustack_operator.nodefeature.objects import node_feature, node_owner_reference
 
 log = logging.getLogger(__name__)
 
@@ -41,24 +41,9 @@ def node_feature_name(node: str) -> str:
     return node + DEVICE_MANAGER_NODE_FEATURE_SUFFIX
 
 
-def owner_reference(node: Mapping[str, Any]) -> JSONObj:
-    meta = node["metadata"]
-    return {"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta["uid"], "controller": True}
-
-
 def desired_node_feature(node: Mapping[str, Any], namespace: str, groups: Sequence[DevicesGroup]) -> JSONObj:
-    name = node["metadata"]["name"]
-    return {
-        "apiVersion": resources.NODE_FEATURES.api_version,
-        "kind": resources.NODE_FEATURES.kind,
-        "metadata": {
-            "name": node_feature_name(name),
-            "namespace": namespace,
-            "labels": {NFD_NODE_NAME_LABEL: name},
-            "ownerReferences": [owner_reference(node)],
-        },
-        "spec": {"labels": construct_acceleratable_node_labels(groups)},
-    }
+    labels = construct_acceleratable_node_labels(groups)
+    return node_feature(node, DEVICE_MANAGER_NODE_FEATURE_SUFFIX, namespace, labels)
 
 
 def devices_labels(node: Mapping[str, Any], groups: Sequence[DevicesGroup]) -> dict[str, str]:
@@ -78,7 +63,7 @@ def desired_devices(node: Mapping[str, Any], groups: Sequence[DevicesGroup]) -> 
         "metadata": {
             "name": node["metadata"]["name"],
             "labels": devices_labels(node, groups),
-            "ownerReferences": [owner_reference(node)],
+            "ownerReferences": [node_owner_reference(node)],
         },
         "spec": {"groups": list(groups)},
     }
