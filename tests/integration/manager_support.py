@@ -1,6 +1,6 @@
 """A test reconciler and a running manager, shared by the manager's integration tests.
 
-`DerivedAnnotation` is the smallest honest reconciler: it reads a ConfigMap from the informer's cache,
+`DerivedAnnotation` is the smallest honest reconciler: it reads a ConfigMap from the manager's shared cache,
 derives an annotation from its data, and writes it with a merge patch that carries the resourceVersion it
 read (so a stale cache conflicts instead of overwriting someone's newer write). It counts what it does, so
 tests can tell "converged and quiet" from "converged while rewriting the same value in a loop".
@@ -14,13 +14,15 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from gpustack_operator.controllers.cache import Cache
 from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.controllers.reconciler import DONE, Result, TerminalError
-from gpustack_operator.controllers.watches import ControllerSpec, for_
+from gpustack_operator.controllers.spec import ControllerSpec
+from gpustack_operator.controllers.watches import for_
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.events import EventRecorder
-from gpustack_operator.kube.informer import Informer, InformerFactory
+from gpustack_operator.kube.informer import InformerFactory
 from gpustack_operator.runtime import Backoff, Supervisor
 from tests.helpers import eventually
 
@@ -47,9 +49,9 @@ def derived(data: dict[str, str]) -> str:
 class DerivedAnnotation:
     """Keeps `DERIVED` equal to `derived(data)` on every ConfigMap of one namespace."""
 
-    def __init__(self, client: Client, informer: Informer) -> None:
+    def __init__(self, client: Client, cache: Cache) -> None:
         self.client = client
-        self.informer = informer
+        self.cache = cache
         self.reconciles = 0
         self.writes = 0  # successful patches
         self.conflicts = 0
@@ -57,7 +59,7 @@ class DerivedAnnotation:
 
     async def reconcile(self, key: str) -> Result:
         self.reconciles += 1
-        cm = self.informer.store.get(key)
+        cm = self.cache.get(CM, key)
         if cm is None:
             return DONE
         meta = cm["metadata"]
@@ -81,13 +83,11 @@ async def running_manager(
     client: Client, namespace: str, *, concurrency: int = 4
 ) -> AsyncIterator[tuple[Manager, DerivedAnnotation]]:
     """A manager (no leader election) reconciling the namespace's ConfigMaps, stopped on exit."""
-    informers = InformerFactory(client)
-    reconciler = DerivedAnnotation(
-        client, informers.informer(CM, namespace=namespace, label_selector=SELECTOR)
-    )
     manager = Manager(
-        informers, recorder=EventRecorder(client, instance="integration-test", flush_interval=1.0)
+        InformerFactory(client),
+        recorder=EventRecorder(client, instance="integration-test", flush_interval=1.0),
     )
+    reconciler = DerivedAnnotation(client, manager.cache)
     manager.add(
         ControllerSpec(
             "derived-annotation",

@@ -15,13 +15,14 @@ from __future__ import annotations
 import logging
 from functools import partial
 
+from gpustack_operator.controllers.cache import SharedInformer
 from gpustack_operator.controllers.metrics import Metrics
 from gpustack_operator.controllers.predicates import JSONObj
 from gpustack_operator.controllers.reconciler import TerminalError
-from gpustack_operator.controllers.watches import ControllerSpec, Watch
+from gpustack_operator.controllers.spec import ControllerSpec
+from gpustack_operator.controllers.watches import Watch
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.events import EventRecorder, object_reference
-from gpustack_operator.kube.informer import Informer
 from gpustack_operator.runtime import Clock, MonotonicClock, ShutDownError, Supervisor, WorkQueue
 
 __all__ = ["Controller"]
@@ -35,7 +36,7 @@ class Controller:
     def __init__(
         self,
         spec: ControllerSpec,
-        sources: list[tuple[Watch, Informer]],
+        sources: list[tuple[Watch, SharedInformer]],
         *,
         metrics: Metrics,
         recorder: EventRecorder | None = None,

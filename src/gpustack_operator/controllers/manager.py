@@ -1,7 +1,11 @@
 """The manager: shared informers for every controller, leader election, and the controllers' lifetime.
 
-Controllers declare what they watch (`ControllerSpec`); the manager asks one informer factory for those
-watches, so two controllers watching Nodes share one watch and one cache. Informers run on every replica
+Controllers declare what they watch (`ControllerSpec`); the manager asks one informer source for those
+watches, so two controllers watching Nodes share one watch and one cache, and registers each in `cache`,
+the read-only view reconcilers read through (controllers.cache), with the indexes the specs declare. The
+set of controllers is fixed once `run()` starts: `add` after that raises, since a late controller's
+informers would never start or sync. `rbac()` sums up the API verbs of everything registered (controllers
+plus leader election and events) for the chart's ClusterRole. Informers run on every replica
 (a standby's caches are warm when it takes over); controllers run only on the leader, and only after every
 cache has synced, so a reconciler never mistakes a cache still filling for objects that are gone.
 
@@ -15,12 +19,15 @@ from __future__ import annotations
 
 import logging
 
+from gpustack_operator.controllers.cache import Cache, InformerSource, SharedInformer
 from gpustack_operator.controllers.controller import Controller
 from gpustack_operator.controllers.metrics import Metrics
-from gpustack_operator.controllers.watches import ControllerSpec, Watch
+from gpustack_operator.controllers.rbac import MANAGER_EVENTS, MANAGER_LEASES, Rule, aggregate
+from gpustack_operator.controllers.spec import ControllerSpec
+from gpustack_operator.controllers.watches import InformerKey, Watch
 from gpustack_operator.kube.events import EventRecorder
-from gpustack_operator.kube.informer import Informer, InformerFactory
 from gpustack_operator.kube.lease import LeaderElector
+from gpustack_operator.kube.store import IndexFunc
 from gpustack_operator.runtime import Clock, Supervisor
 
 __all__ = ["Manager"]
@@ -35,7 +42,7 @@ class Manager:
 
     def __init__(
         self,
-        informers: InformerFactory,
+        informers: InformerSource,
         *,
         elector: LeaderElector | None = None,
         recorder: EventRecorder | None = None,
@@ -44,12 +51,16 @@ class Manager:
         drain_grace: float = 5.0,
     ) -> None:
         self.metrics = metrics or Metrics()
+        self.cache = Cache()
+        """What reconcilers read: every watched kind, by key or by a declared index."""
         self._informers = informers
         self._elector = elector
         self._recorder = recorder
         self._clock = clock
         self._drain_grace = drain_grace
         self._controllers: dict[str, Controller] = {}
+        self._index_fns: dict[tuple[InformerKey, str], IndexFunc] = {}
+        self._started = False
         self._synced = False
         self._leader_gauge = self.metrics.leader.labels(elector.config.name if elector else "none")
         self.metrics.watch_relists(lambda: ((i.name, i.relists) for i in informers.informers))
@@ -68,10 +79,22 @@ class Manager:
         return self._elector.is_leader if self._elector else self._synced
 
     def add(self, spec: ControllerSpec) -> Controller:
-        """Register a controller (before `run()`); its informers are created or shared now."""
+        """Register a controller before `run()`: its informers are created or shared, its indexes added."""
+        if self._started:
+            raise RuntimeError(
+                f"cannot add controller {spec.name!r}: the manager is already running, so its informers "
+                "would never start; register every controller before run() (controllers/setup.py)"
+            )
         if spec.name in self._controllers:
             raise ValueError(f"a controller named {spec.name!r} is already registered")
-        sources = [(w, self._informer(w)) for w in (spec.primary, *spec.watches)]
+        indexes = self._new_indexes(spec)
+        sources = [(w, self._informer(w)) for w in spec.all_watches]
+        for watch, informer in sources:
+            self.cache.register(watch, informer)
+        by_key = {watch.informer_key: informer for watch, informer in sources}
+        for (key, name), fn in indexes.items():
+            by_key[key].add_indexer(name, fn)
+        self._index_fns.update(indexes)
         controller = Controller(
             spec,
             sources,
@@ -83,8 +106,17 @@ class Manager:
         self._controllers[spec.name] = controller
         return controller
 
+    def rbac(self) -> tuple[Rule, ...]:
+        """The API verbs everything registered needs: controllers, leader election, the event recorder."""
+        parts = ((MANAGER_LEASES, self._elector), (MANAGER_EVENTS, self._recorder))
+        own = [rule for rule, part in parts if part is not None]
+        return aggregate([*own, *(rule for c in self._controllers.values() for rule in c.spec.rules)])
+
     async def run(self) -> None:
         """Run informers, the event recorder and (while leading) the controllers, until cancelled."""
+        if self._started:
+            raise RuntimeError("the manager is already running")
+        self._started = True
         async with Supervisor("manager") as sup:
             self._informers.start(sup)
             if self._recorder is not None:
@@ -125,10 +157,26 @@ class Manager:
             log.error("Manager: %s failed while leading", ended.name, exc_info=ended.error)
         return ended.name
 
-    def _informer(self, watch: Watch) -> Informer:
+    def _informer(self, watch: Watch) -> SharedInformer:
+        _, namespace, label_selector, field_selector = watch.informer_key
         return self._informers.informer(
-            watch.resource,
-            namespace=watch.namespace,
-            label_selector=watch.label_selector,
-            field_selector=watch.field_selector,
+            watch.resource, namespace=namespace, label_selector=label_selector, field_selector=field_selector
         )
+
+    def _new_indexes(self, spec: ControllerSpec) -> dict[tuple[InformerKey, str], IndexFunc]:
+        """The spec's indexes not filed yet, per informer; refuses a name another function already has."""
+        new: dict[tuple[InformerKey, str], IndexFunc] = {}
+        for index in spec.indexes:
+            for watch in spec.all_watches:
+                if watch.resource != index.resource:
+                    continue
+                key = (watch.informer_key, index.name)
+                known = self._index_fns.get(key, index.fn)
+                if known is not index.fn:
+                    raise ValueError(
+                        f"controller {spec.name}: index {index.name!r} on {index.resource.kind} is already "
+                        "declared with another function; declare it once in controllers/indexers.py"
+                    )
+                if key not in self._index_fns:
+                    new[key] = index.fn
+        return new

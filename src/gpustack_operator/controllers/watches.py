@@ -1,10 +1,13 @@
-"""What a controller watches, declared next to its reconciler: the primary kind, owned and mapped kinds.
+"""What a controller watches, declared next to its reconciler: the primary kind, owned, mapped and read kinds.
 
 A reconciler works on keys of its primary kind, but changes to other objects matter too: a ResourceFlavor
 it created (owned: enqueue the owner named by its controller ownerReference), or a Node whose labels feed
 an InstanceType (mapped: a function from the object to the keys of the primaries it affects). Each watch
 is an informer (shared with every other controller that watches the same kind and selectors) plus a key
-function and predicates. `ControllerSpec` bundles them with the reconciler and its worker count.
+function and predicates. A kind the reconciler only reads, and whose changes need no reconcile, is declared
+with `reads`: the manager caches it all the same, so the reconciler reads it from the shared cache
+(controllers.cache) instead of asking kube-apiserver or starting an informer of its own. `ControllerSpec`
+(controllers.spec) bundles the watches with the reconciler.
 """
 
 from __future__ import annotations
@@ -13,15 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpustack_operator.controllers.predicates import JSONObj, Predicate
-from gpustack_operator.controllers.reconciler import Reconciler
 from gpustack_operator.kube.informer import object_key
 from gpustack_operator.kube.resources import Resource
-from gpustack_operator.runtime import Backoff
 
-__all__ = ["ControllerSpec", "KeyFunc", "Watch", "for_", "mapped", "owner_keys", "owns"]
+__all__ = ["InformerKey", "KeyFunc", "Watch", "for_", "mapped", "owner_keys", "owns", "reads"]
 
 KeyFunc = Callable[[JSONObj], list[str]]
 """An object -> the keys of the primary objects to reconcile because of it."""
+InformerKey = tuple[Resource, str | None, str | None, str | None]
+"""(kind, namespace, label selector, field selector): watches with equal keys share one informer."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,16 @@ class Watch:
 
     def accepts(self, old: JSONObj | None, new: JSONObj | None) -> bool:
         return all(p(old, new) for p in self.predicates)
+
+    @property
+    def informer_key(self) -> InformerKey:
+        """Which shared informer serves this watch ("" selectors count as none)."""
+        return (
+            self.resource,
+            self.namespace or None,
+            self.label_selector or None,
+            self.field_selector or None,
+        )
 
 
 def _own_key(obj: JSONObj) -> list[str]:
@@ -84,18 +97,18 @@ def mapped(
     return Watch(resource, keys, predicates, namespace=namespace, label_selector=label_selector)
 
 
-@dataclass(frozen=True)
-class ControllerSpec:
-    """A controller: its name (metrics, logs), reconciler, primary watch, secondary watches, workers."""
+def _no_keys(obj: JSONObj) -> list[str]:
+    return []
 
-    name: str
-    reconciler: Reconciler
-    primary: Watch
-    watches: tuple[Watch, ...] = ()
-    concurrency: int = 1
-    backoff: Backoff | None = None
-    """Per-key retry backoff after errors; None uses 5 ms doubling up to 1000 s."""
 
-    def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ValueError(f"controller {self.name}: concurrency must be >= 1, got {self.concurrency}")
+def reads(
+    resource: Resource,
+    *,
+    namespace: str | None = None,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+) -> Watch:
+    """A kind the reconciler reads from the cache but whose changes enqueue nothing."""
+    return Watch(
+        resource, _no_keys, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+    )

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from gpustack_operator.api.types import kueue
+
 
 @dataclass(frozen=True)
 class Resource:
@@ -67,17 +69,24 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=Tru
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True)
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", namespaced=True)
 
-KUEUE_GROUP = "kueue.x-k8s.io"
-RESOURCE_FLAVORS = Resource(KUEUE_GROUP, "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
-CLUSTER_QUEUES = Resource(KUEUE_GROUP, "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
-LOCAL_QUEUES = Resource(KUEUE_GROUP, "v1beta2", "localqueues", "LocalQueue", namespaced=True)
-WORKLOADS = Resource(KUEUE_GROUP, "v1beta2", "workloads", "Workload", namespaced=True)
-ADMISSION_CHECKS = Resource(KUEUE_GROUP, "v1beta2", "admissionchecks", "AdmissionCheck", namespaced=False)
+KUEUE_GROUP = kueue.GROUP
+_KUEUE = kueue.VERSION
+"""v1beta2: what Kueue v0.17 stores and prefers (api.types.kueue)."""
+RESOURCE_FLAVORS = Resource(KUEUE_GROUP, _KUEUE, "resourceflavors", "ResourceFlavor", namespaced=False)
+CLUSTER_QUEUES = Resource(KUEUE_GROUP, _KUEUE, "clusterqueues", "ClusterQueue", namespaced=False)
+LOCAL_QUEUES = Resource(KUEUE_GROUP, _KUEUE, "localqueues", "LocalQueue", namespaced=True)
+WORKLOADS = Resource(KUEUE_GROUP, _KUEUE, "workloads", "Workload", namespaced=True)
+ADMISSION_CHECKS = Resource(KUEUE_GROUP, _KUEUE, "admissionchecks", "AdmissionCheck", namespaced=False)
 
 NODE_FEATURES = Resource("nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", "NodeFeature", namespaced=True)
+NODE_FEATURE_RULES = Resource(
+    "nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules", "NodeFeatureRule", namespaced=False
+)
 
 DEVICES = Resource("worker.gpustack.ai", "v1alpha1", "devices", "Devices", namespaced=False)
 """Our per-node inventory and ledger (stored version of the CRD)."""
+INSTANCE_TYPES = Resource("worker.gpustack.ai", "v1alpha1", "instancetypes", "InstanceType", namespaced=False)
+"""One schedulable hardware pool, backed 1:1 by the ClusterQueue of its name (stored version of the CRD)."""
 
 CORE_AND_EXTENSIONS: tuple[Resource, ...] = (
     NAMESPACES,
@@ -100,7 +109,9 @@ CORE_AND_EXTENSIONS: tuple[Resource, ...] = (
     WORKLOADS,
     ADMISSION_CHECKS,
     NODE_FEATURES,
+    NODE_FEATURE_RULES,
     DEVICES,
+    INSTANCE_TYPES,
 )
 
 

@@ -6,8 +6,7 @@ or backfill the keys it lacks (never overwriting a value an admin set). Extensio
 configurations and the bundled applications join this sequence, in the spec's order, with their issues.
 
 Start: the health and metrics servers come up first (so probes answer during Prepare), then the manager
-runs the controllers under leader election. No scheduling-chain controllers are registered yet: for now
-the worker prepares the cluster, competes for the lease and serves probes and metrics.
+runs the controllers that controllers.setup registers (the one list of them) under leader election.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Start: the worker's long-lived parts, wired once and run under the main supervisor until a signal.
 
 The probe and metrics servers start first, so Kubernetes sees a live process while Prepare runs; then one
-task runs Prepare and, once it is done, the manager (informers everywhere, controllers while leading).
+task runs Prepare and, once it is done, the manager (informers everywhere, controllers while leading). The
+controllers are registered once, when the worker is wired, by controllers.setup (the only list of them).
 /readyz turns ready when Prepare is done and the informers have synced. The exit code is 0 after SIGTERM
 (the manager has let reconciles finish and released the lease by then) and 1 when a part failed.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from gpustack_operator.apiserver import health
 from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.controllers.metrics import Metrics
+from gpustack_operator.controllers.setup import setup_controllers
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.events import EventRecorder
 from gpustack_operator.kube.informer import InformerFactory
@@ -69,6 +71,7 @@ class _Worker:
             recorder=EventRecorder(client, instance=self.identity),
             metrics=Metrics(),
         )
+        self.controllers = setup_controllers(self.manager, client=client, environment=environment)
 
     async def setup(self, sup: Supervisor) -> None:
         opts = self.options
@@ -93,9 +96,9 @@ class _Worker:
         await prepare(self.client, self.environment, self.settings, crd_timeout=self.options.crd_timeout)
         self.prepared = True
         log.info(
-            "Worker %s: no scheduling controllers are registered yet (they arrive with later issues); "
-            "running leader election, metrics and probes only",
+            "Worker %s: starting the manager with controllers: %s",
             self.identity,
+            ", ".join(self.controllers) or "none yet",
         )
         await self.manager.run()
 

@@ -1,20 +1,26 @@
 """In-memory stand-ins for the manager's collaborators: informers fed by the test, an elector, a recorder.
 
-The manager and controllers are real; only their inputs are scripted. `FakeInformer` has the real Store and
-calls handlers the way the informer does (synchronously, in order), so a test says "this object changed"
-and then watches what gets reconciled. The real informer, lease and events code are proven against the
-real control plane in tests/integration.
+The manager, its cache and the controllers are real; only their inputs are scripted. `FakeInformers` is an
+`InformerSource` (controllers.cache), so the manager takes it as it takes the real factory; `FakeInformer`
+has the real Store (indexes included) and calls handlers the way the informer does (synchronously, in
+order), so a test says "this object changed" and then watches what gets reconciled or read. The real
+informer, lease and events code are proven against the real control plane in tests/integration.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.controllers.reconciler import DONE, Result, TerminalError
+from gpustack_operator.controllers.watches import InformerKey
+from gpustack_operator.kube.informer import EventHandler
 from gpustack_operator.kube.resources import Resource
-from gpustack_operator.kube.store import Store, object_key
+from gpustack_operator.kube.store import IndexFunc, Store, object_key
 from gpustack_operator.runtime import Supervisor
 
 JSONObj = dict[str, Any]
@@ -31,16 +37,21 @@ def obj(
 
 
 class FakeInformer:
-    def __init__(self, resource: Resource) -> None:
-        self.resource = resource
-        self.name = resource.plural
+    """One scripted informer: `add`/`delete` update the real Store (indexes included) and call handlers."""
+
+    def __init__(self, key: InformerKey) -> None:
+        self.resource, self.namespace, self.label_selector, self.field_selector = key
+        self.name = self.resource.plural
         self.relists = 0
         self.store = Store()
-        self.handlers: list[Any] = []
+        self.handlers: list[EventHandler] = []
         self.synced = asyncio.Event()
 
-    def add_handler(self, handler: Any) -> None:
+    def add_handler(self, handler: EventHandler) -> None:
         self.handlers.append(handler)
+
+    def add_indexer(self, name: str, fn: IndexFunc) -> None:
+        self.store.add_index(name, fn)
 
     def add(self, o: JSONObj) -> None:
         old = self.store.put(object_key(o), o)
@@ -54,24 +65,36 @@ class FakeInformer:
 
 
 class FakeInformers:
-    """An InformerFactory whose informers the test fills; `start` marks them synced at once."""
+    """An InformerSource whose informers the test fills; `start` marks them synced at once.
+
+    Like the real factory it shares one informer per (kind, namespace, selectors); a test feeds the one a
+    controller watches by asking for it with the same arguments.
+    """
 
     def __init__(self) -> None:
-        self.by_resource: dict[Resource, FakeInformer] = {}
+        self.by_key: dict[InformerKey, FakeInformer] = {}
 
     @property
     def informers(self) -> list[FakeInformer]:
-        return list(self.by_resource.values())
+        return list(self.by_key.values())
 
-    def informer(self, resource: Resource, **_: Any) -> FakeInformer:
-        return self.by_resource.setdefault(resource, FakeInformer(resource))
+    def informer(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> FakeInformer:
+        key = (resource, namespace or None, label_selector or None, field_selector or None)
+        return self.by_key.setdefault(key, FakeInformer(key))
 
     def start(self, supervisor: Supervisor) -> None:
-        for informer in self.by_resource.values():
+        for informer in self.by_key.values():
             informer.synced.set()
 
     async def wait_for_sync(self) -> None:
-        for informer in self.by_resource.values():
+        for informer in self.by_key.values():
             await informer.synced.wait()
 
 
@@ -148,9 +171,17 @@ class ScriptedReconciler:
             if isinstance(outcome, BaseException):
                 raise outcome
             self.finished.append(key)
-            return outcome  # type: ignore[no-any-return]
+            return outcome
         finally:
             self.running.discard(key)
+
+
+@contextlib.asynccontextmanager
+async def running(manager: Manager) -> AsyncIterator[Supervisor]:
+    """The manager running in a supervisor for the duration of the block, stopped gracefully after it."""
+    async with Supervisor("test") as sup:
+        sup.spawn("manager", manager.run)
+        yield sup
 
 
 __all__ = [
@@ -161,4 +192,5 @@ __all__ = [
     "ScriptedReconciler",
     "TerminalError",
     "obj",
+    "running",
 ]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 
 import pytest
 from prometheus_client import generate_latest
@@ -12,21 +10,15 @@ from prometheus_client import generate_latest
 from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.controllers.predicates import generation_changed
 from gpustack_operator.controllers.reconciler import Result, TerminalError
-from gpustack_operator.controllers.watches import ControllerSpec, for_, mapped, owns
+from gpustack_operator.controllers.spec import ControllerSpec
+from gpustack_operator.controllers.watches import for_, mapped, owns
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.runtime import Backoff, FakeClock, Supervisor
 from tests.unit.runtime.helpers import eventually, yield_to_loop
 
-from .fakes import FakeElector, FakeInformers, FakeRecorder, ScriptedReconciler, obj
+from .fakes import FakeElector, FakeInformers, FakeRecorder, ScriptedReconciler, obj, running
 
 CM, SECRET, NS = resources.CONFIGMAPS, resources.SECRETS, resources.NAMESPACES
-
-
-@contextlib.asynccontextmanager
-async def running(manager: Manager) -> AsyncIterator[Supervisor]:
-    async with Supervisor("test") as sup:
-        sup.spawn("manager", manager.run)
-        yield sup
 
 
 def build(
