@@ -133,8 +133,9 @@ async def test_gpu_nodes_show_every_mode_the_plugin_advertises(kube: Client) -> 
 
 
 async def test_a_sliced_pod_is_allocated_over_grpc_annotated_and_charged_in_the_ledger(
-    sandbox: Sandbox, kube: Client, namespace: str
+    sandbox: Sandbox, kube: Client, kueue_namespace: str
 ) -> None:
+    namespace = kueue_namespace  # Kueue's pod webhook must know the namespace
     node = "h100-1"
     await set_sliced_capacity(kube, node, 8, H100_MIB)
     await kube.create(resources.PODS, gpu_pod("slice", node, SLICED_25), namespace)
@@ -172,7 +173,10 @@ async def test_a_sliced_pod_is_allocated_over_grpc_annotated_and_charged_in_the_
     await eventually(freed, timeout=60, what="card free again once the pod is gone")
 
 
-async def test_a_hundred_concurrent_pods_never_share_an_exclusive_card(kube: Client, namespace: str) -> None:
+async def test_a_hundred_concurrent_pods_never_share_an_exclusive_card(
+    kube: Client, kueue_namespace: str
+) -> None:
+    namespace = kueue_namespace  # Kueue's pod webhook must know the namespace
     node = "h100-0"
     names = [f"gpu-{i:03d}" for i in range(100)]
     await asyncio.gather(
@@ -219,8 +223,9 @@ def recorded_as_given(pod: dict[str, Any], given: dict[str, Any], resource: str)
 
 
 async def test_every_container_of_pods_admitted_together_gets_the_ids_the_kubelet_gave_it(
-    sandbox: Sandbox, kube: Client, namespace: str
+    sandbox: Sandbox, kube: Client, kueue_namespace: str
 ) -> None:
+    namespace = kueue_namespace  # Kueue's pod webhook must know the namespace
     node, gpu = "h100-0", {"nvidia.com/gpu": "1"}
 
     def one_gpu(name: str) -> dict[str, Any]:
@@ -250,8 +255,9 @@ async def test_every_container_of_pods_admitted_together_gets_the_ids_the_kubele
 
 
 async def test_a_dozen_three_container_pods_created_at_once_are_each_recorded_as_the_kubelet_allocated(
-    sandbox: Sandbox, kube: Client, namespace: str
+    sandbox: Sandbox, kube: Client, kueue_namespace: str
 ) -> None:
+    namespace = kueue_namespace  # Kueue's pod webhook must know the namespace
     node, shared = "h100-0", {"nvidia.com/gpu.shared": "1"}
     names = [f"trio-{i:02d}" for i in range(12)]
     pods = {name: gpu_pod(name, node, shared) for name in names}
@@ -275,8 +281,9 @@ async def test_a_dozen_three_container_pods_created_at_once_are_each_recorded_as
 
 
 async def test_killing_the_device_manager_and_starting_it_again_leaves_the_ledger_identical(
-    sandbox: Sandbox, kube: Client, namespace: str
+    sandbox: Sandbox, kube: Client, kueue_namespace: str
 ) -> None:
+    namespace = kueue_namespace  # Kueue's pod webhook must know the namespace
     node = "h100-1"
     await set_sliced_capacity(kube, node, 8, H100_MIB)
     workloads = {

@@ -165,8 +165,9 @@ def allocation_pod(name: str, node: str, holdings: list[tuple[int, str, int]], *
 
 
 async def test_ledger_rebuilt_from_real_pods_gives_the_contract_numbers(
-    kube: Client, node: dict[str, Any], namespace: str, tmp_path: Path
+    kube: Client, node: dict[str, Any], kueue_namespace: str, tmp_path: Path
 ) -> None:
+    namespace = kueue_namespace  # Kueue's pod webhook must know the namespace
     name = node["metadata"]["name"]
     backend = backend_for(node, tmp_path)
     await DetectLoop(backend, Reporter(kube, name, SYSTEM_NAMESPACE)).step()
