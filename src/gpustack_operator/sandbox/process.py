@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -17,12 +18,39 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_PORT = 10000
+_handed_out: set[int] = set()
+
+
+def _ephemeral_start() -> int:
+    """Where the kernel starts picking ports for outgoing connections (32768 when it cannot tell)."""
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on right now, below the kernel's ephemeral range.
+
+    A port from the ephemeral range (what binding port 0 gives) can be handed to an outgoing connection
+    between this check and the component's own bind, which then fails with "address already in use";
+    ports below the range are never handed out that way. Picked at random, never twice in one process,
+    so that two sandboxes starting at once rarely reach for the same one.
+    """
+    high = max(_ephemeral_start() - 1, _LOWEST_PORT + 1000)
+    while True:
+        port = random.randint(_LOWEST_PORT, high)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
 
 
 @dataclass(frozen=True)

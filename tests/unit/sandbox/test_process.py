@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -50,3 +51,11 @@ def test_a_reused_pid_is_neither_reported_alive_nor_signalled(tmp_path: Path) ->
 def test_start_time_of_a_missing_pid_is_none() -> None:
     assert process.start_time(os.getpid()) is not None
     assert process.start_time(2**22 + 12345) is None
+
+
+def test_free_ports_are_distinct_bindable_and_below_the_kernels_outgoing_range() -> None:
+    ports = [process.free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    assert all(10000 <= port < process._ephemeral_start() for port in ports)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", ports[0]))
