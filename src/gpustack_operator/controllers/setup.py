@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from gpustack_operator.controllers import node_capacity, node_devices, node_feature
 from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.controllers.spec import ControllerFactory, Dependencies, utc_now
 from gpustack_operator.kube.client import Client
@@ -23,7 +24,11 @@ __all__ = ["CONTROLLERS", "ControllerSetupError", "setup_controllers"]
 
 log = logging.getLogger(__name__)
 
-CONTROLLERS: tuple[ControllerFactory, ...] = ()
+CONTROLLERS: tuple[ControllerFactory, ...] = (
+    node_feature.controller,
+    node_capacity.controller,
+    node_devices.controller,
+)
 """The worker's controllers, in registration order; the scheduling chain's reconcilers join here."""
 
 

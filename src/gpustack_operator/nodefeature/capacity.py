@@ -27,11 +27,16 @@ SLICED_CAPACITY_KINDS = (
 )
 
 
-def _positive(capacity: Mapping[str, str], name: str) -> bool:
+def _value(text: object) -> int | None:
+    """A capacity as an integer (the API server writes `12800000` back as `12800k`); None if unreadable."""
     try:
-        return Quantity.parse(str(capacity.get(name, "0"))).value() > 0
+        return Quantity.parse(str(text)).value()
     except InvalidQuantityError:
-        return False
+        return None
+
+
+def _positive(capacity: Mapping[str, str], name: str) -> bool:
+    return (_value(capacity.get(name, "0")) or 0) > 0
 
 
 def sliced_capacities(
@@ -69,6 +74,8 @@ def sliced_capacities(
         for m in known.values()
         for kind in SLICED_CAPACITY_KINDS
     } - set(desired)
-    changes: dict[str, str | None] = {k: v for k, v in desired.items() if capacity.get(k) != v}
+    changes: dict[str, str | None] = {
+        k: v for k, v in desired.items() if k not in capacity or _value(capacity[k]) != int(v)
+    }
     changes.update({name: None for name in stale if name in capacity})
     return changes

@@ -71,6 +71,13 @@ NV, MLU = "nvidia.com/gpu.sliced", "cambricon.com/mlu.sliced"
             id="up-to-date-node-needs-no-write",
         ),
         pytest.param(
+            {NV: "128", f"{NV}.units": "1600k", f"{NV}.cores-percentage": "12800",
+             f"{NV}.memory-percentage": "100", f"{NV}.memory-mib": str(H100_MIB)},
+            [group("nvidia", 1, H100_MIB, 128)],
+            {},
+            id="server-canonical-form-counts-as-equal",
+        ),
+        pytest.param(
             {NV: "garbage"}, [group("nvidia", 1, H100_MIB, 128)], {}, id="malformed-capacity-is-absent"
         ),
     ],
