@@ -1,4 +1,8 @@
-"""Real Kueue gates queued Pods, admits them against quota, and the scheduler binds them to kwok nodes."""
+"""Real Kueue gates queued Pods, admits them against quota, and the scheduler binds them to kwok nodes.
+
+Kueue runs with the chain's configuration (nodefeature.kueueconfig): a Pod asking for `nvidia.com/gpu`
+is counted as `credits.gpustack.ai/nvidia`, 1,600,000 per card, so the ClusterQueue declares only that.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from gpustack_operator.kube.conditions import conditions
 from tests.helpers import eventually
 
 GATE = "kueue.x-k8s.io/admission"
+CREDITS = "credits.gpustack.ai/nvidia"
+"""Four A10 cards' worth of quota: 4 x 1,600,000."""
 
 
 def gpu_pod(name: str, namespace: str, queue: str, gpus: int) -> dict[str, Any]:
@@ -57,9 +63,9 @@ async def test_pod_is_gated_then_admitted_bound_and_running_and_overflow_stays_g
                 "namespaceSelector": {},
                 "resourceGroups": [
                     {
-                        "coveredResources": ["nvidia.com/gpu"],
+                        "coveredResources": [CREDITS],
                         "flavors": [
-                            {"name": flavor, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]}
+                            {"name": flavor, "resources": [{"name": CREDITS, "nominalQuota": "6400000"}]}
                         ],
                     }
                 ],

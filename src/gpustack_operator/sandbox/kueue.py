@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from gpustack_operator.nodefeature.kueueconfig import kueue_resources
+
 NAMESPACE = "kueue-system"
 WEBHOOK_SERVICE = "kueue-webhook-service"
 WEBHOOK_SECRET = "kueue-webhook-server-cert"
@@ -102,7 +104,8 @@ def support_objects() -> list[Obj]:
 def configuration(
     webhook_port: int, health_port: int, cert_dir: Path, frameworks: tuple[str, ...] = ("batch/job", "pod")
 ) -> Obj:
-    """Kueue's config.kueue.x-k8s.io/v1beta2 Configuration for a single local replica."""
+    """Kueue's config.kueue.x-k8s.io/v1beta2 Configuration for a single local replica, with the chain's
+    resource transformations and exclusions (nodefeature.kueueconfig)."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -118,6 +121,7 @@ def configuration(
         },
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": list(frameworks)},
+        "resources": kueue_resources(),
         # The visibility API would write certs to a hard-coded /visibility and needs its own APIService.
         "featureGates": {"VisibilityOnDemand": False},
     }
