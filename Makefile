@@ -25,7 +25,8 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
-# Build kube-apiserver, controller-manager, scheduler, etcd, Kueue and kwok from tools/ (cached by go.sum hash).
+# Build kube-apiserver, controller-manager, scheduler, etcd, Kueue, kwok and nfd-master from tools/ (each cached
+# by the hash of its own go.mod/go.sum and build flags).
 control-plane: $(STAMP)
 	$(BIN)/gpustack-operator sandbox build
 

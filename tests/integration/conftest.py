@@ -1,4 +1,4 @@
-"""One real control plane per test session (etcd, kube-apiserver, KCM, scheduler, Kueue, kwok).
+"""One real control plane per test session (etcd, kube-apiserver, KCM, scheduler, Kueue, kwok, nfd-master).
 
 The binaries come from `make control-plane`; a test run without them fails with that instruction rather
 than skipping, because CI must exercise the real parts.

@@ -17,9 +17,6 @@ async def test_gpu_node_from_inventory_is_ready_with_gpu_capacity_and_nfd_labels
     assert labels["feature.node.kubernetes.io/pci-10de.present"] == "true"
     assert labels["feature.node.kubernetes.io/cpu-model.vendor_id"] == "AMD"
     assert labels["kubernetes.io/arch"] == "amd64"
-    assert (
-        node["metadata"]["annotations"]["feature.gpustack.ai/cpu-name"] == "AMD EPYC 9654 96-Core Processor"
-    )
     assert "node.kubernetes.io/not-ready" not in [t["key"] for t in node["spec"].get("taints", [])]
 
 

@@ -9,7 +9,12 @@ import pytest
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.settings import secret
-from gpustack_operator.worker.prepare import PrepareError, initialize_settings, install_crds
+from gpustack_operator.worker.prepare import (
+    PrepareError,
+    initialize_settings,
+    install_crds,
+    install_node_feature_rule,
+)
 
 JSONObj = dict[str, Any]
 VALUES = {"image-pull-policy": "IfNotPresent", "node-management-manual": "false"}
@@ -112,3 +117,35 @@ async def test_a_crd_that_never_becomes_established_fails_prepare_naming_it() ->
     api = CrdApi({"instancetypes.worker.gpustack.ai", "devices.worker.gpustack.ai"})
     with pytest.raises(PrepareError, match=r"not Established within 1s: instances\.worker\.gpustack\.ai"):
         await install_crds(api, timeout=1)  # type: ignore[arg-type]
+
+
+class RuleApi:
+    """Server-side applies of NodeFeatureRules; `served` False plays a cluster without NFD's CRDs."""
+
+    def __init__(self, served: bool = True) -> None:
+        self.served = served
+        self.applied: list[JSONObj] = []
+
+    async def apply(self, res: Resource, obj: JSONObj) -> JSONObj:
+        assert res == resources.NODE_FEATURE_RULES
+        if not self.served:
+            raise errors.NotFound(status=404, reason="NotFound", message="the server could not find it")
+        self.applied.append(obj)
+        return obj
+
+
+async def test_the_cpu_info_rule_is_applied_for_every_known_manufacturer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GPUSTACK_THEAD_PCI_VENDOR_ID", "0302_abcd")
+    api = RuleApi()
+    await install_node_feature_rule(api)  # type: ignore[arg-type]
+    [rule] = api.applied
+    assert rule["metadata"]["name"] == "gpustack-cpu-info"
+    vendors = rule["spec"]["rules"][1]["matchFeatures"][0]["matchExpressions"]["vendor"]["value"]
+    assert vendors == ["1002", "10de", "19e5", "1d94", "1e3e", "1ed5", "9999", "abcd", "cabc"]
+
+
+async def test_a_cluster_without_nfd_fails_prepare_saying_so() -> None:
+    with pytest.raises(PrepareError, match="NFD's CRDs are not installed"):
+        await install_node_feature_rule(RuleApi(served=False))  # type: ignore[arg-type]

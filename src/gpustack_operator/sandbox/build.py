@@ -1,9 +1,11 @@
-"""Build the control-plane binaries from the Go tool modules under tools/, cached by their go.sum.
+"""Build the control-plane binaries from the Go tool modules under tools/, each cached by its own pins.
 
-No registry ships kube-apiserver, Kueue or kwok for this machine, so we build them from their Go modules
-(see shared/guides/control-plane.md). A cold build takes tens of minutes on two cores, so binaries go into a
-cache directory keyed by the hash of every tool module's go.mod and go.sum: a changed pin rebuilds, an
-unchanged one costs nothing. Each component prints one progress line; the full `go` output goes to a log.
+No registry ships kube-apiserver, Kueue, kwok or nfd-master for this machine, so we build them from their
+Go modules (see shared/guides/control-plane.md). A cold build takes tens of minutes on two cores, so each
+component's binaries go into a cache directory keyed by the hash of its own tool module (go.mod, go.sum)
+and its build recipe (packages, ldflags, tags): a changed pin rebuilds that component only, an unchanged
+one costs nothing, and adding a component leaves the others' cache alone. Each component prints one
+progress line; the full `go` output goes to a log next to its binaries.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import re
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -31,7 +33,10 @@ class Component:
     binaries: dict[str, str]
     version_ldflags: tuple[str, ...] = ()
     tags: str = ""
-    extra_ldflags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ldflags(self) -> str:
+        return " ".join(("-s", "-w", *self.version_ldflags))
 
 
 def _k8s_version_flags(version: str) -> tuple[str, ...]:
@@ -74,29 +79,46 @@ COMPONENTS: tuple[Component, ...] = (
         version_ldflags=_k8s_version_flags(K8S_VERSION),
         tags="selinux,notest",
     ),
+    # NFD's own go.mod replaces api/nfd with ./api/nfd, which a dependency's replace cannot do, so the
+    # tool module requires api/nfd at the same tag and copies NFD's k8s.io replace block (guide §10).
+    Component(
+        "nfd",
+        {"nfd-master": "sigs.k8s.io/node-feature-discovery/cmd/nfd-master"},
+        version_ldflags=(f"-X sigs.k8s.io/node-feature-discovery/pkg/version.version={NFD_VERSION}",),
+    ),
 )
 BINARIES = tuple(name for c in COMPONENTS for name in c.binaries)
+_COMPONENT_OF = {name: c for c in COMPONENTS for name in c.binaries}
 
 
 class BuildError(RuntimeError):
     """A component failed to build; the message names it and, when found, the module `go` could not get."""
 
 
-def cache_key(tools_dir: Path = TOOLS_DIR) -> str:
+def cache_key(component: Component, tools_dir: Path = TOOLS_DIR) -> str:
+    """Hash of the component's go.mod and go.sum and of how its binaries are built."""
     digest = hashlib.sha256()
-    for path in sorted(tools_dir.glob("*/go.*")):
-        digest.update(path.relative_to(tools_dir).as_posix().encode())
-        digest.update(path.read_bytes())
+    for name in ("go.mod", "go.sum"):
+        digest.update(name.encode())
+        digest.update((tools_dir / component.module / name).read_bytes())
+    recipe = [sorted(component.binaries.items()), component.ldflags, component.tags]
+    digest.update(json.dumps(recipe).encode())
     return digest.hexdigest()[:16]
 
 
-def bin_dir(tools_dir: Path = TOOLS_DIR) -> Path:
-    return CACHE_ROOT / "control-plane" / cache_key(tools_dir) / "bin"
+def component_dir(component: Component, tools_dir: Path = TOOLS_DIR) -> Path:
+    """`<cache>/control-plane/<module>/<key>`: its `bin/` and the `build.log` of its last build."""
+    return CACHE_ROOT / "control-plane" / component.module / cache_key(component, tools_dir)
+
+
+def binary_path(name: str, tools_dir: Path = TOOLS_DIR) -> Path:
+    """Where the cache holds the binary `name` built from the current pins (it may not exist yet)."""
+    return component_dir(_COMPONENT_OF[name], tools_dir) / "bin" / name
 
 
 def missing_binaries(directory: Path | None = None) -> list[str]:
-    directory = directory or bin_dir()
-    return [name for name in BINARIES if not (directory / name).is_file()]
+    """Binaries not built yet: in `directory` when given (every binary in one place), else in the cache."""
+    return [name for name in BINARIES if not (directory / name if directory else binary_path(name)).is_file()]
 
 
 _MISSING = (
@@ -126,10 +148,9 @@ def go_env() -> dict[str, str]:
 def build_component(component: Component, out_dir: Path, log: Path) -> None:
     """Build every binary of one component into out_dir (atomically renamed into place)."""
     module_dir = TOOLS_DIR / component.module
-    ldflags = " ".join(("-s", "-w", *component.version_ldflags))
     for binary, package in component.binaries.items():
         tmp = out_dir / f".{binary}.tmp"
-        cmd = ["go", "build", "-trimpath", f"-ldflags={ldflags}", "-o", str(tmp)]
+        cmd = ["go", "build", "-trimpath", f"-ldflags={component.ldflags}", "-o", str(tmp)]
         if component.tags:
             cmd.append(f"-tags={component.tags}")
         cmd.append(package)
@@ -150,23 +171,23 @@ def build_component(component: Component, out_dir: Path, log: Path) -> None:
         tmp.rename(out_dir / binary)
 
 
-def build_all(progress: Callable[[str], None] = print, force: bool = False) -> Path:
-    """Build what is missing from the cache and return the directory holding all binaries."""
-    out_dir = bin_dir()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    log = out_dir.parent / "build.log"
+def build_all(progress: Callable[[str], None] = print, force: bool = False) -> dict[str, Path]:
+    """Build what is missing from the cache; return every binary's path."""
     started = time.monotonic()
     for component in COMPONENTS:
         names = list(component.binaries)
+        out_dir = component_dir(component) / "bin"
         if not force and all((out_dir / n).is_file() for n in names):
             progress(f"[build] {component.module:<6} cached ({', '.join(names)})")
             continue
+        out_dir.mkdir(parents=True, exist_ok=True)
+        log = out_dir.parent / "build.log"
         t0 = time.monotonic()
         progress(f"[build] {component.module:<6} building {', '.join(names)} ... (log: {log})")
         build_component(component, out_dir, log)
         progress(f"[build] {component.module:<6} done in {time.monotonic() - t0:.0f}s")
-    progress(f"[build] all binaries in {out_dir} ({time.monotonic() - started:.0f}s)")
-    return out_dir
+    progress(f"[build] all binaries in {CACHE_ROOT / 'control-plane'} ({time.monotonic() - started:.0f}s)")
+    return {name: binary_path(name) for name in BINARIES}
 
 
 def module_source(module_path: str, version: str) -> Path:

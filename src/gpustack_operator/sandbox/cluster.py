@@ -2,7 +2,8 @@
 
 Order matters (shared/guides/control-plane.md): etcd, then kube-apiserver; CRDs before the controllers that
 watch them; kwok's nodes before anything schedules; Kueue's namespace, cert Secret, route and webhook
-configurations before Kueue starts, because its cert rotator blocks until it can inject its CA into them.
+configurations before Kueue starts, because its cert rotator blocks until it can inject its CA into them;
+the nfd-worker stand-in's NodeFeatures before nfd-master, so its first pass labels every node.
 The state file remembers every PID and port, so `down` in another shell stops exactly what `up` started.
 """
 
@@ -25,7 +26,17 @@ from gpustack_operator.api.keys import DEFAULT_SYSTEM_NAMESPACE
 from gpustack_operator.kube import definitions, errors, resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.conditions import is_true
-from gpustack_operator.sandbox import build, components, health, inventory, kueue, kwok, nodeagents, process
+from gpustack_operator.sandbox import (
+    build,
+    components,
+    health,
+    inventory,
+    kueue,
+    kwok,
+    nfdworker,
+    nodeagents,
+    process,
+)
 from gpustack_operator.sandbox.pki import ClusterPKI, generate, write_kubeconfig
 
 log = logging.getLogger(__name__)
@@ -85,7 +96,7 @@ def _allocate_ports() -> components.Ports:
 
 
 class Sandbox:
-    """A local cluster in run_dir, built from the cached control-plane binaries."""
+    """A local cluster in run_dir, built from the cached control-plane binaries (or those in bin_dir)."""
 
     def __init__(
         self,
@@ -97,7 +108,7 @@ class Sandbox:
     ) -> None:
         self.run_dir = run_dir.resolve()
         self.inventory_file = inventory_file
-        self.bin_dir = bin_dir or build.bin_dir()
+        self.bin_dir = bin_dir
         self.progress = progress
         self.certs = ClusterPKI(self.run_dir / "pki")
         self.kubeconfig = self.run_dir / "kubeconfig"
@@ -105,7 +116,7 @@ class Sandbox:
 
     # ---- helpers -------------------------------------------------------------------------------------------
     def _binary(self, name: str) -> Path:
-        path = self.bin_dir / name
+        path = self.bin_dir / name if self.bin_dir else build.binary_path(name)
         if not path.is_file():
             raise SandboxError(
                 f"{path} is missing: run `gpustack-operator sandbox build` (or make control-plane)"
@@ -132,6 +143,12 @@ class Sandbox:
             "kube-scheduler": health.Probe(f"https://127.0.0.1:{ports.scheduler}/readyz"),
             "kwok": health.Probe(f"http://127.0.0.1:{ports.kwok}/healthz"),
             "kueue": health.Probe(f"http://127.0.0.1:{ports.kueue_health}/readyz"),
+            "nfd-master": health.Probe(
+                f"https://127.0.0.1:{ports.apiserver}/api/v1/nodes?labelSelector=type%3Dkwok",
+                self.certs.ca_crt,
+                admin,
+                ready=nfdworker.every_node_published,
+            ),
             **{
                 name: health.Probe(url)
                 for name, url in (self.state.agent_probes if self.state else {}).items()
@@ -152,7 +169,7 @@ class Sandbox:
         missing = build.missing_binaries(self.bin_dir)
         if missing:
             raise SandboxError(
-                f"binaries missing in {self.bin_dir}: {', '.join(missing)}; "
+                f"binaries missing in {self.bin_dir or build.CACHE_ROOT}: {', '.join(missing)}; "
                 "run `gpustack-operator sandbox build`"
             )
         problem = nodeagents.socket_path_problem(self.run_dir, inventory.load(self.inventory_file))
@@ -249,7 +266,7 @@ class Sandbox:
                 self._mount_kueue_certs(client),
                 self._create_nodes(client),
             )
-            await self._wait_kueue_webhook(client)
+            await _together(self._wait_kueue_webhook(client), self._start_nfd(client))
             await self._start_node_agents(client)
         finally:
             await client.close()
@@ -271,6 +288,20 @@ class Sandbox:
                 await self._launch(agent.name, agent.argv, health.Probe(agent.probe))
 
         await _together(*(start(pair) for pair in pairs))
+
+    async def _start_nfd(self, client: Client) -> None:
+        """What NFD's worker would report for every node (sandbox/nfdworker.py), then nfd-master over it."""
+        assert self.state is not None
+        nodes = inventory.load(self.inventory_file)
+        if not nodes:
+            self.progress("[sandbox] no inventory nodes: nfd-master not started")
+            return
+        await nfdworker.publish(client, nodes)
+        argv = components.nfd_master(
+            self._binary("nfd-master"), self.kubeconfig, nfdworker.NAMESPACE, nodes[0].name
+        )
+        probe = self.probes(components.Ports(**self.state.ports))["nfd-master"]
+        await self._launch("nfd-master", argv, probe)
 
     async def _install_kueue_prerequisites(
         self, client: Client, module: Path, ports: components.Ports

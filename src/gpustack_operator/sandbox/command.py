@@ -20,8 +20,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "sandbox",
         help="a local Kubernetes control plane with Kueue and fake GPU nodes (for development and tests)",
         description=(
-            "Runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler, Kueue and kwok on this "
-            "machine (127.0.0.1 only), built from Go modules under tools/ and cached in "
+            "Runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler, Kueue, kwok and nfd-master "
+            "on this machine (127.0.0.1 only), built from Go modules under tools/ and cached in "
             f"{build.CACHE_ROOT}. Fake nodes come from an inventory file "
             f"(default: {inventory.DEFAULT_INVENTORY})."
         ),
@@ -75,7 +75,7 @@ async def _run_async(args: argparse.Namespace) -> int:
             f"\nThe sandbox is up. Logs: {box.run_dir / 'logs'}\n"
             f"  export KUBECONFIG={box.kubeconfig}\n"
             "  kubectl get nodes\n"
-            "  kubectl describe node h100-0   # capacity, NFD-style labels and CPU annotations\n"
+            "  kubectl describe node h100-0   # capacity and the labels nfd-master published\n"
             "  gpustack-operator sandbox status\n"
             "  gpustack-operator sandbox down"
         )

@@ -3,7 +3,8 @@
 Flags follow shared/guides/control-plane.md: the apiserver has the front-proxy (requestheader) flags so
 aggregated APIs work, and no endpoint reconciler (loopback may not appear in Endpoints); webhooks and
 APIServices reach local processes through ExternalName Services. Controller-manager and scheduler serve
-their health endpoints on loopback with delegated auth and always-allowed health paths.
+their health endpoints on loopback with delegated auth and always-allowed health paths. nfd-master cannot
+be bound to loopback, so it listens on nothing (see nfd_master).
 """
 
 from __future__ import annotations
@@ -123,3 +124,22 @@ def kwok(binary: Path, kubeconfig: Path, config: Path, ports: Ports) -> list[str
 
 def kueue(binary: Path, kubeconfig: Path, config: Path) -> list[str]:
     return [str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}", "--zap-log-level=info"]
+
+
+def nfd_master(binary: Path, kubeconfig: Path, namespace: str, node: str) -> list[str]:
+    """nfd-master v0.19.0 with no listener at all, no leader election and no config file.
+
+    Its only listener (metrics and /healthz) binds `:<-port>` on every interface, and v0.19.0 has no flag
+    for the address; `-port=-1` makes that listen fail (nfd-master logs it and carries on), so nothing is
+    exposed. Readiness is read from the Nodes it labels instead (cluster.py). It patches the node named by
+    NODE_NAME at start-up (its "master node"), and reads its namespace from KUBERNETES_NAMESPACE.
+    """
+    return [
+        *("env", f"KUBERNETES_NAMESPACE={namespace}", f"NODE_NAME={node}"),
+        str(binary),
+        f"-kubeconfig={kubeconfig}",
+        "-config=",
+        "-port=-1",
+        "-enable-leader-election=false",
+        "-v=1",
+    ]

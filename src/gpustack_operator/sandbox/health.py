@@ -1,10 +1,15 @@
-"""Readiness probes: poll a component's health endpoint until it answers 200 or its process dies."""
+"""Readiness probes: poll a component's health endpoint until it answers 200 or its process dies.
+
+A component without a health endpoint of its own on loopback (nfd-master) is probed through what it
+does instead: the probe reads an apiserver URL and a predicate decides from the body whether it is ready.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +29,8 @@ class Probe:
     url: str
     ca: Path | None = None
     client_cert: tuple[Path, Path] | None = None
+    ready: Callable[[str], bool] | None = None
+    """When set, a 200 answer counts only if this holds for its body."""
 
     def ssl_context(self) -> ssl.SSLContext | bool:
         if not self.url.startswith("https"):
@@ -46,8 +53,11 @@ async def check(probe: Probe, timeout: float = 2.0) -> tuple[bool, str]:
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
             session.get(probe.url, ssl=probe.ssl_context()) as resp,
         ):
-            body = (await resp.text())[:200]
-            return resp.status == 200, f"{resp.status} {body.strip()}"
+            body = await resp.text()
+            if resp.status == 200 and probe.ready is not None:
+                ready = probe.ready(body)
+                return ready, "ready (judged from what it wrote)" if ready else "not ready yet"
+            return resp.status == 200, f"{resp.status} {body[:200].strip()}"
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         return False, f"{type(exc).__name__}: {exc}"
 

@@ -1,12 +1,14 @@
 """Fake nodes from an inventory file: what a cluster admin would see on real hardware, without the hardware.
 
-Each inventory node becomes a kwok-managed Node with the capacity a kubelet would report and the labels and
-annotations NFD would publish for its CPU and PCI devices (contract 5.3), so the rest of the operator sees
-the same inputs as on a real cluster. The same file drives the simulated device backend later.
+Each inventory node becomes a kwok-managed Node with the labels and capacity a kubelet would report. NFD's
+labels and annotations are not written here: the sandbox's nfd-worker stand-in (sandbox/nfdworker.py)
+reports each node's CPU and PCI devices from this file and the real nfd-master publishes them, so the rest
+of the operator sees the same inputs as on a real cluster. The same file drives the simulated device backend.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,9 @@ from gpustack_operator.nodefeature import manufacturers
 from gpustack_operator.sandbox.kwok import MANAGED_ANNOTATION
 
 DEFAULT_INVENTORY = Path(__file__).with_name("inventory.yaml")
-NFD = "feature.node.kubernetes.io/"
-CPU_ANNOTATION = "feature.gpustack.ai/cpu-"
+DEFAULT_PCI_CLASS = "0302"
+"""PCI class of a GPU group unless the inventory says otherwise: 3D controller, as data-centre GPUs report."""
+_PCI_CLASS = re.compile(r"[0-9a-f]{4}")
 
 
 class InventoryError(ValueError):
@@ -41,6 +44,7 @@ class GPU:
     product: str
     count: int
     memory_mib: int
+    pci_class: str = DEFAULT_PCI_CLASS
 
 
 @dataclass(frozen=True)
@@ -72,11 +76,15 @@ def _parse_gpu(doc: dict[str, Any], where: str) -> GPU:
             f"{where}.manufacturer: unknown manufacturer {mfr!r} "
             f"(known: {', '.join(manufacturers.known_manufacturers())})"
         )
+    pci_class = str(doc.get("pciClass", DEFAULT_PCI_CLASS)).lower()
+    if not _PCI_CLASS.fullmatch(pci_class):
+        raise InventoryError(f"{where}.pciClass: want 4 hex digits (class and subclass), got {pci_class!r}")
     return GPU(
         mfr,
         str(_require(doc, "product", where)),
         _positive_int(_require(doc, "count", where), f"{where}.count"),
         _positive_int(_require(doc, "memoryMiB", where), f"{where}.memoryMiB"),
+        pci_class,
     )
 
 
@@ -120,35 +128,20 @@ def load(path: Path = DEFAULT_INVENTORY) -> list[InventoryNode]:
 
 
 def node_manifest(node: InventoryNode) -> dict[str, Any]:
-    """The Node object (with status) a kubelet plus NFD would produce for this inventory node."""
+    """The Node object (with status) a kubelet would produce for this inventory node."""
     labels = {
         "kubernetes.io/hostname": node.name,
         "kubernetes.io/os": node.os,
         "kubernetes.io/arch": node.arch,
         "type": "kwok",
-        f"{NFD}cpu-model.vendor_id": node.cpu.vendor,
-        f"{NFD}cpu-model.family": node.cpu.family,
-        f"{NFD}cpu-model.id": node.cpu.id,
     }
-    labels = {k: v for k, v in labels.items() if v}
     threads = node.cpu.cores * node.cpu.threads_per_core
     annotations = {MANAGED_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}
-    if node.cpu.model:
-        annotations.update(
-            {
-                f"{CPU_ANNOTATION}name": node.cpu.model,
-                f"{CPU_ANNOTATION}family": node.cpu.family,
-                f"{CPU_ANNOTATION}physical-cores": str(node.cpu.cores),
-                f"{CPU_ANNOTATION}threads-per-core": str(node.cpu.threads_per_core),
-                f"{CPU_ANNOTATION}logical-cores": str(threads),
-            }
-        )
     capacity = {"cpu": str(threads), "memory": node.memory, "pods": "110", "ephemeral-storage": "1Ti"}
     known = manufacturers.manufacturers()
     for gpu in node.gpus:
-        info = known[gpu.manufacturer]
-        labels[f"{NFD}pci-{info.pci_vendor_id}.present"] = "true"
-        capacity[info.resource_name] = str(int(capacity.get(info.resource_name, "0")) + gpu.count)
+        name = known[gpu.manufacturer].resource_name
+        capacity[name] = str(int(capacity.get(name, "0")) + gpu.count)
     return {
         "apiVersion": "v1",
         "kind": "Node",

@@ -4,8 +4,11 @@ Every replica runs it at every start, so each step is idempotent and safe agains
 system namespace is created if missing; our CRDs are server-side applied (so an upgrade updates them) and
 awaited until Established, because an informer on a CRD that is not Established fails; the
 `gpustack-settings` Secret is created, or backfilled with the keys it lacks, never overwriting a value an
-admin set (settings.secret computes the patch; a concurrent writer makes it conflict and we re-read).
-The spec's later steps (extension API services, webhook configurations, applications) join here, in order.
+admin set (settings.secret computes the patch; a concurrent writer makes it conflict and we re-read);
+the `gpustack-cpu-info` NodeFeatureRule is server-side applied, so NFD annotates every node with its CPU
+details and labels the nodes without an accelerator (nodefeature.cpuinforule). NFD must be installed
+first: without its CRDs the step fails with that instruction. The spec's other steps (extension API
+services, webhook configurations, applications) join here, in order.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from collections.abc import Mapping
 from gpustack_operator.api.crds import custom_resource_definitions
 from gpustack_operator.kube import definitions, errors, resources
 from gpustack_operator.kube.client import Client
+from gpustack_operator.nodefeature.cpuinforule import cpu_info_rule
+from gpustack_operator.nodefeature.manufacturers import manufacturers
 from gpustack_operator.settings import secret
 from gpustack_operator.settings.environment import Environment
 
-__all__ = ["PrepareError", "initialize_settings", "install_crds", "prepare"]
+__all__ = ["PrepareError", "initialize_settings", "install_crds", "install_node_feature_rule", "prepare"]
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +36,7 @@ class PrepareError(RuntimeError):
 async def prepare(
     client: Client, environment: Environment, settings: Mapping[str, str], *, crd_timeout: float
 ) -> None:
-    """The Prepare phase: system namespace, CRDs (Established), settings Secret."""
+    """The Prepare phase: system namespace, CRDs (Established), settings Secret, NFD's CPU-info rule."""
     namespace = environment.pod_namespace
     try:
         await client.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
@@ -40,6 +45,7 @@ async def prepare(
         log.info("Prepare: system namespace %s exists", namespace)
     await install_crds(client, timeout=crd_timeout)
     await initialize_settings(client, namespace, settings)
+    await install_node_feature_rule(client)
 
 
 async def install_crds(client: Client, *, timeout: float) -> None:
@@ -74,3 +80,16 @@ async def initialize_settings(
         except (errors.AlreadyExists, errors.Conflict) as e:
             log.info("Prepare: settings Secret %s changed meanwhile (%s); retrying", where, e.reason)
     raise PrepareError(f"settings Secret {where} kept changing; gave up after {attempts} attempts")
+
+
+async def install_node_feature_rule(client: Client) -> None:
+    """Server-side apply the `gpustack-cpu-info` NodeFeatureRule for every known manufacturer's vendor ID."""
+    rule = cpu_info_rule(m.pci_vendor_id for m in manufacturers().values())
+    try:
+        await client.apply(resources.NODE_FEATURE_RULES, rule)
+    except errors.NotFound as e:
+        raise PrepareError(
+            f"cannot apply NodeFeatureRule {rule['metadata']['name']}: NFD's CRDs are not installed "
+            "(nodefeaturerules.nfd.k8s-sigs.io); install Node Feature Discovery first"
+        ) from e
+    log.info("Prepare: applied NodeFeatureRule %s", rule["metadata"]["name"])

@@ -9,13 +9,35 @@ import pytest
 from gpustack_operator.sandbox import build
 
 
-def test_cache_key_changes_with_any_tool_module_pin(tmp_path: Path) -> None:
-    (tmp_path / "k8s").mkdir()
-    (tmp_path / "k8s" / "go.sum").write_text("k8s.io/api v0.37.2 h1:abc\n")
-    before = build.cache_key(tmp_path)
-    assert build.cache_key(tmp_path) == before
-    (tmp_path / "k8s" / "go.sum").write_text("k8s.io/api v0.37.3 h1:def\n")
-    assert build.cache_key(tmp_path) != before
+def write_module(tools: Path, module: str, go_sum: str) -> None:
+    (tools / module).mkdir(exist_ok=True)
+    (tools / module / "go.mod").write_text(f"module gpustack.invalid/tools/{module}\n")
+    (tools / module / "go.sum").write_text(go_sum)
+
+
+def test_a_changed_pin_rebuilds_only_its_own_component(tmp_path: Path) -> None:
+    k8s, etcd = build.Component("k8s", {"kube-apiserver": "x"}), build.Component("etcd", {"etcd": "y"})
+    write_module(tmp_path, "k8s", "k8s.io/api v0.37.2 h1:abc\n")
+    write_module(tmp_path, "etcd", "go.etcd.io/etcd v3.6.16 h1:abc\n")
+    before = build.cache_key(k8s, tmp_path), build.cache_key(etcd, tmp_path)
+    assert (build.cache_key(k8s, tmp_path), build.cache_key(etcd, tmp_path)) == before
+    write_module(tmp_path, "k8s", "k8s.io/api v0.37.3 h1:def\n")
+    write_module(tmp_path, "nfd", "sigs.k8s.io/node-feature-discovery v0.19.0 h1:ghi\n")
+    assert build.cache_key(k8s, tmp_path) != before[0]
+    assert build.cache_key(etcd, tmp_path) == before[1]
+
+
+def test_a_changed_build_recipe_rebuilds_its_component(tmp_path: Path) -> None:
+    write_module(tmp_path, "nfd", "sigs.k8s.io/node-feature-discovery v0.19.0 h1:ghi\n")
+    plain = build.Component("nfd", {"nfd-master": "p"})
+    versioned = build.Component("nfd", {"nfd-master": "p"}, version_ldflags=("-X v.version=v0.19.0",))
+    assert build.cache_key(plain, tmp_path) != build.cache_key(versioned, tmp_path)
+
+
+def test_each_binary_lives_under_its_own_component_key() -> None:
+    assert build.binary_path("nfd-master").parent.parent == build.component_dir(build.COMPONENTS[-1])
+    assert build.binary_path("kube-scheduler").parent == build.binary_path("kube-apiserver").parent
+    assert build.binary_path("etcd").parent != build.binary_path("kube-apiserver").parent
 
 
 def test_every_component_binary_is_expected() -> None:
@@ -26,6 +48,7 @@ def test_every_component_binary_is_expected() -> None:
         "kube-apiserver",
         "kube-controller-manager",
         "kube-scheduler",
+        "nfd-master",
     }
 
 

@@ -1,4 +1,4 @@
-"""Inventory files become kwok Nodes with what a kubelet and NFD would publish."""
+"""Inventory files become kwok Nodes with what a kubelet would publish (NFD publishes the rest)."""
 
 from __future__ import annotations
 
@@ -25,17 +25,23 @@ def test_default_inventory_has_the_promised_fleet() -> None:
     assert [n for n, g in gpus.items() if not g] == ["cpu-0", "cpu-1"]
 
 
-def test_node_manifest_sets_capacity_nfd_labels_and_kwok_annotation() -> None:
+def test_node_manifest_sets_capacity_and_kwok_annotation_but_leaves_nfd_labels_to_nfd() -> None:
     node = next(n for n in inventory.load() if n.name == "a10-0")
     manifest = inventory.node_manifest(node)
     meta = manifest["metadata"]
     assert meta["annotations"]["kwok.x-k8s.io/node"] == "fake"
-    assert meta["labels"]["feature.node.kubernetes.io/pci-10de.present"] == "true"
-    assert meta["labels"]["feature.node.kubernetes.io/cpu-model.family"] == "6"
-    assert meta["annotations"]["feature.gpustack.ai/cpu-name"].startswith("Intel(R) Xeon(R) Platinum 8358")
+    assert meta["labels"]["kubernetes.io/arch"] == "amd64"
+    assert not [k for k in meta["labels"] if k.startswith("feature.node.kubernetes.io/")]
+    assert not [k for k in meta["annotations"] if k.startswith("feature.gpustack.ai/")]
     assert manifest["status"]["capacity"]["nvidia.com/gpu"] == "4"
     assert manifest["status"]["capacity"]["cpu"] == "64"  # 32 cores x 2 threads
     assert manifest["status"]["allocatable"] == manifest["status"]["capacity"]
+
+
+def test_gpu_pci_class_defaults_to_3d_controller_and_ascend_is_a_processing_accelerator() -> None:
+    classes = {n.name: [g.pci_class for g in n.gpus] for n in inventory.load()}
+    assert classes["h100-0"] == ["0302"]
+    assert classes["ascend-0"] == ["1200"]
 
 
 @pytest.mark.parametrize(
@@ -58,6 +64,12 @@ def test_node_manifest_sets_capacity_nfd_labels_and_kwok_annotation() -> None:
             id="duplicate-names",
         ),
         pytest.param("nodes: [", "cannot read inventory", id="not-yaml"),
+        pytest.param(
+            "nodes:\n- {name: a, cpu: {cores: 1},\n"
+            "   gpus: [{manufacturer: nvidia, product: x, count: 1, memoryMiB: 1, pciClass: 3d}]}",
+            "pciClass: want 4 hex digits",
+            id="bad-pci-class",
+        ),
     ],
 )
 def test_malformed_inventory_is_refused_with_the_place_named(tmp_path: Path, text: str, message: str) -> None:
