@@ -121,6 +121,9 @@ SLICED_PARTITIONS_SUFFIX: Final = ".sliced.partitions"
 
 QUEUE_ANNOTATION: Final = f"{SCHEDULE_PREFIX}queue"
 """LocalQueue annotation carrying the full ClusterQueue name."""
+DRAINED_ANNOTATION: Final = f"{SCHEDULE_PREFIX}drained"
+"""ClusterQueue annotation: the NodeQueue reconciler set HoldAndDrain because the pool lost its flavors
+(value `no-flavors`), so it may resume the queue when they return; an admin's stop carries no such mark."""
 ACCELERATOR_ALLOCATED_ANNOTATION: Final = f"{DEVICE_PREFIX}accelerator.allocated"
 """Pod annotation: per-container allocation JSON, the durable ledger source."""
 ACCELERATOR_PREFERRED_ID_ANNOTATION: Final = f"{DEVICE_PREFIX}accelerator.preferred-id"

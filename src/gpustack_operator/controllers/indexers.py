@@ -6,25 +6,52 @@ the cache on every reconcile grows with the cluster, an index does not. Each ind
 path, as Kueue's own indexer names it) plus a pure function from an object to the values it is filed under;
 a controller lists the `Index` in its ControllerSpec.indexes and asks `cache.by_index(KIND, NAME, value)`.
 The manager refuses two different functions under one name on one informer, which is why they live here.
-Functions never raise on a half-written object: they file it under nothing.
+Functions never raise on a half-written object: they file it under nothing. The `POOL_LABEL` indexes answer
+the scheduling chain's "which flavors, Devices and queues share a pool's labels" (nodefeature.pools): a
+lookup by one label gives the candidates, which the caller then matches against the whole selector.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from gpustack_operator.api.keys import (
+    NODE_FLAVOR_INDEX,
+    RESOURCE_TYPE_INSTANCE_TYPES,
+    RESOURCE_TYPE_LABEL,
+    RESOURCE_TYPE_NODES,
+)
+from gpustack_operator.controllers.contributions import node_flavor_index
 from gpustack_operator.controllers.spec import Index
-from gpustack_operator.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS
+from gpustack_operator.kube.resources import (
+    CLUSTER_QUEUES,
+    DEVICES,
+    LOCAL_QUEUES,
+    NODES,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+)
+from gpustack_operator.nodefeature.pools import is_feature_key, pool_flavor_selector
 
 __all__ = [
     "CLUSTER_QUEUES_BY_FLAVOR",
+    "CLUSTER_QUEUES_BY_POOL",
     "CLUSTER_QUEUE_FLAVOR",
+    "DEVICES_BY_POOL",
     "LOCAL_QUEUES_BY_CLUSTER_QUEUE",
     "LOCAL_QUEUE_CLUSTER_QUEUE",
+    "NODES_BY_FLAVOR",
+    "NODE_FLAVOR",
+    "POOL_LABEL",
+    "RESOURCE_FLAVORS_BY_POOL",
     "WORKLOADS_BY_CLUSTER_QUEUE",
     "WORKLOAD_CLUSTER_QUEUE",
     "cluster_queue_flavors",
+    "cluster_queue_pool",
+    "devices_pool",
+    "label_pair",
     "local_queue_cluster_queue",
+    "resource_flavor_pool",
     "workload_cluster_queue",
 ]
 
@@ -73,3 +100,49 @@ def workload_cluster_queue(wl: JSONObj) -> list[str]:
 LOCAL_QUEUES_BY_CLUSTER_QUEUE = Index(LOCAL_QUEUES, LOCAL_QUEUE_CLUSTER_QUEUE, local_queue_cluster_queue)
 CLUSTER_QUEUES_BY_FLAVOR = Index(CLUSTER_QUEUES, CLUSTER_QUEUE_FLAVOR, cluster_queue_flavors)
 WORKLOADS_BY_CLUSTER_QUEUE = Index(WORKLOADS, WORKLOAD_CLUSTER_QUEUE, workload_cluster_queue)
+
+
+POOL_LABEL: Final = "metadata.labels.pool"
+"""Pool labels (`key=value`) an object is selected by: os/arch, the acceleratable boolean, feature keys."""
+
+
+def label_pair(key: str, value: str) -> str:
+    """How a label is spelt as a POOL_LABEL index value."""
+    return f"{key}={value}"
+
+
+def _labels(obj: JSONObj) -> dict[str, str]:
+    labels = _at(obj, "metadata", "labels")
+    return {k: v for k, v in labels.items() if isinstance(v, str)} if isinstance(labels, dict) else {}
+
+
+def _pool_pairs(obj: JSONObj, owner: str) -> list[str]:
+    labels = _labels(obj)
+    if labels.get(RESOURCE_TYPE_LABEL) != owner:
+        return []
+    return sorted(label_pair(k, v) for k, v in (pool_flavor_selector(labels) or {}).items())
+
+
+def cluster_queue_pool(cq: JSONObj) -> list[str]:
+    """An InstanceType's ClusterQueue is filed under each label of its pool's flavor selector."""
+    return _pool_pairs(cq, RESOURCE_TYPE_INSTANCE_TYPES)
+
+
+def resource_flavor_pool(rf: JSONObj) -> list[str]:
+    """A node ResourceFlavor is filed under each label a pool's queue could select it by."""
+    return _pool_pairs(rf, RESOURCE_TYPE_NODES)
+
+
+def devices_pool(devices: JSONObj) -> list[str]:
+    """A Devices ledger is filed under each feature key it is labelled `true` with."""
+    return sorted(label_pair(k, v) for k, v in _labels(devices).items() if is_feature_key(k) and v == "true")
+
+
+CLUSTER_QUEUES_BY_POOL = Index(CLUSTER_QUEUES, POOL_LABEL, cluster_queue_pool)
+RESOURCE_FLAVORS_BY_POOL = Index(RESOURCE_FLAVORS, POOL_LABEL, resource_flavor_pool)
+DEVICES_BY_POOL = Index(DEVICES, POOL_LABEL, devices_pool)
+
+
+NODE_FLAVOR: Final = NODE_FLAVOR_INDEX
+"""`nodes.schedule.gpustack.ai/flavor` (contract §5.4): the ResourceFlavors a managed node contributes to."""
+NODES_BY_FLAVOR = Index(NODES, NODE_FLAVOR, node_flavor_index)

@@ -14,7 +14,15 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from gpustack_operator.controllers import node_capacity, node_devices, node_feature
+from gpustack_operator.controllers import (
+    instance_type,
+    node_capacity,
+    node_devices,
+    node_feature,
+    node_flavor,
+    node_queue,
+    node_queue_entrance,
+)
 from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.controllers.spec import ControllerFactory, Dependencies, utc_now
 from gpustack_operator.kube.client import Client
@@ -28,6 +36,10 @@ CONTROLLERS: tuple[ControllerFactory, ...] = (
     node_feature.controller,
     node_capacity.controller,
     node_devices.controller,
+    node_flavor.controller,
+    instance_type.controller,
+    node_queue.controller,
+    node_queue_entrance.controller,
 )
 """The worker's controllers, in registration order; the scheduling chain's reconcilers join here."""
 

@@ -259,10 +259,18 @@ class Client:
         return items
 
     async def create(
-        self, res: Resource, obj: JSONObj, namespace: str | None = None, dry_run: bool = False
+        self,
+        res: Resource,
+        obj: JSONObj,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        *,
+        field_manager: str = FIELD_MANAGER,
     ) -> JSONObj:
         ns = namespace or obj.get("metadata", {}).get("namespace")
-        params = {"dryRun": "All"} if dry_run else None
+        params = {"fieldManager": field_manager}
+        if dry_run:
+            params["dryRun"] = "All"
         return await self.request("POST", res.path(namespace=ns), body=obj, params=params)
 
     async def apply(
@@ -295,13 +303,14 @@ class Client:
         namespace: str | None = None,
         content_type: str = MERGE_PATCH,
         subresource: str | None = None,
+        field_manager: str = FIELD_MANAGER,
     ) -> JSONObj:
         return await self.request(
             "PATCH",
             res.path(name, namespace, subresource),
             body=patch,
             content_type=content_type,
-            params={"fieldManager": FIELD_MANAGER},
+            params={"fieldManager": field_manager},
         )
 
     async def json_patch(
@@ -326,10 +335,17 @@ class Client:
         *,
         namespace: str | None = None,
         content_type: str = MERGE_PATCH,
+        field_manager: str = FIELD_MANAGER,
     ) -> JSONObj:
         """Patch the status subresource (a merge patch unless content_type says otherwise)."""
         return await self.patch(
-            res, name, patch, namespace=namespace, content_type=content_type, subresource="status"
+            res,
+            name,
+            patch,
+            namespace=namespace,
+            content_type=content_type,
+            subresource="status",
+            field_manager=field_manager,
         )
 
     async def delete(
