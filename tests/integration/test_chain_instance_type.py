@@ -147,11 +147,14 @@ async def test_an_accelerated_type_gets_a_queue_kueue_accepts_with_credit_quota_
         assert "cohortName" not in spec
         assert spec["resourceGroups"] == [
             {
-                "coveredResources": ["credits.gpustack.ai/nvidia"],
+                "coveredResources": ["credits.gpustack.ai/nvidia", "cpu"],
                 "flavors": [
                     {
                         "name": rf["metadata"]["name"],
-                        "resources": [{"name": "credits.gpustack.ai/nvidia", "nominalQuota": "6400k"}],
+                        "resources": [
+                            {"name": "credits.gpustack.ai/nvidia", "nominalQuota": "6400k"},
+                            {"name": "cpu", "nominalQuota": "1M"},
+                        ],
                     }
                 ],
             }

@@ -24,6 +24,7 @@ from tests.integration.chain_support import SYSTEM_NAMESPACE, running_controller
 
 UNITS, CORES = ".sliced.units", ".sliced.cores-percentage"
 MEM_PCT, MIB = ".sliced.memory-percentage", ".sliced.memory-mib"
+GENERAL = "general.feature.gpustack.ai/"
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -91,6 +92,16 @@ async def test_the_management_mark_follows_the_node_onto_its_devices(
     finally:
         await kube.patch(resources.NODES, node, {"metadata": {"labels": {MANAGED_LABEL: None}}})
 
+    async def cpu_keys_copied() -> dict[str, str] | None:
+        """NFD puts the worker's CPU key on the Node; CPU-aware pools find the Devices by it."""
+        node_labels = (await kube.get(resources.NODES, node))["metadata"]["labels"]
+        general = {k: v for k, v in node_labels.items() if k.startswith(GENERAL) and v == "true"}
+        labels = (await kube.get(resources.DEVICES, node))["metadata"].get("labels") or {}
+        return general if general and all(labels.get(k) == "true" for k in general) else None
+
+    copied = await eventually(cpu_keys_copied, timeout=60, what="the node's CPU keys on its Devices")
+    assert "general.feature.gpustack.ai/intel-6-106" in copied, copied
+
 
 async def worker_labels(kube: Client, node: str) -> dict[str, str]:
     feature = await kube.get(resources.NODE_FEATURES, f"{node}-gpustack-worker", SYSTEM_NAMESPACE)
@@ -120,8 +131,7 @@ async def test_the_worker_node_feature_carries_the_management_mark_and_cpu_key(
 
     labels = await eventually(reported, timeout=30, what="worker NodeFeature of cpu-1")
     assert labels[MANAGED_LABEL] == "true"
-    general = "general.feature.gpustack.ai/"
-    counts = {k: v for k, v in labels.items() if k.startswith(general) and k.endswith(".count")}
+    counts = {k: v for k, v in labels.items() if k.startswith(GENERAL) and k.endswith(".count")}
     assert list(counts.values()) == [cpus], counts
 
     # Manual management: a node that joins gets no automatic mark (one already marked keeps its label,

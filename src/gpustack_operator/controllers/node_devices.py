@@ -1,14 +1,18 @@
-"""NodeDevicesReconciler: the node-management mark copied from each Node onto its Devices object.
+"""NodeDevicesReconciler: the node's management mark and CPU keys copied from each Node onto its Devices.
 
 The per-card ledger (Devices `<node>`) is written by the node's device manager, which must not decide
-whether its node is managed: that is an admin's or the worker's call, made on the Node's
-`gpustack.ai/managed` label. Pools select their Devices by that label, so the worker copies it across
-(and removes it when the node loses it), touching nothing else on the object.
+whether its node is managed (an admin's or the worker's call, made on the Node's `gpustack.ai/managed`
+label) and does not know the node's general (CPU) key (the worker computes it). Pools select their
+Devices by labels: every pool by the mark, and CPU-aware accelerated pools also by
+`general.feature.gpustack.ai/<gKey>=true`. So the worker copies both across, and removes them when the
+node loses them, touching nothing else on the object.
 """
 
 from __future__ import annotations
 
-from gpustack_operator.api.keys import MANAGED_LABEL
+from collections.abc import Mapping
+
+from gpustack_operator.api.keys import GENERAL_FEATURE_PREFIX, MANAGED_LABEL
 from gpustack_operator.controllers.cache import Cache
 from gpustack_operator.controllers.node_capacity import same_name
 from gpustack_operator.controllers.rbac import Rule
@@ -17,6 +21,7 @@ from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
 from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import DEVICES, NODES
+from gpustack_operator.nodefeature.labels import TRUE
 
 
 class NodeDevicesReconciler:
@@ -28,12 +33,21 @@ class NodeDevicesReconciler:
         if devices is None:
             return DONE
         node = self.cache.get(NODES, key)
-        want = ((node or {}).get("metadata", {}).get("labels") or {}).get(MANAGED_LABEL)
-        have = (devices["metadata"].get("labels") or {}).get(MANAGED_LABEL)
-        if want == have:
-            return DONE
-        await self.client.patch(DEVICES, key, {"metadata": {"labels": {MANAGED_LABEL: want}}})
+        want = copied_labels(((node or {}).get("metadata") or {}).get("labels") or {})
+        have = copied_labels(devices["metadata"].get("labels") or {})
+        changes: dict[str, str | None] = {k: v for k, v in want.items() if have.get(k) != v}
+        changes.update({k: None for k in have if k not in want})
+        if changes:
+            await self.client.patch(DEVICES, key, {"metadata": {"labels": changes}})
         return DONE
+
+
+def copied_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels the worker keeps in step: the management mark, and each general key marked true."""
+    copied = {k: v for k, v in labels.items() if k.startswith(GENERAL_FEATURE_PREFIX) and v == TRUE}
+    if MANAGED_LABEL in labels:
+        copied[MANAGED_LABEL] = labels[MANAGED_LABEL]
+    return copied
 
 
 def controller(deps: Dependencies) -> ControllerSpec:

@@ -2,8 +2,13 @@
 
 Kueue admits by the ClusterQueue's resource groups, and the only truthful source of a pool's size is its
 ResourceFlavors: each carries `<featureKey>.capacity` (contributing nodes × per-node count) and encodes the
-per-node count in its name (`…-<n>c` CPUs, `…-<n>d` cards). An accelerated pool covers only its maker's
-credits (`credits.gpustack.ai/<mfr>`, one card = 1_600_000), a CPU pool only `cpu`; flavors go smallest
+per-node count in its name (`…-<n>c` CPUs, `…-<n>d` cards). An accelerated pool rations its maker's
+credits (`credits.gpustack.ai/<mfr>`, one card = 1_600_000), a CPU pool `cpu`. Kueue v0.17 refuses a pod
+whose request names a resource its queue does not cover (it has no `quotaCheckStrategy: IgnoreUndeclared`),
+and accelerated pods ask for CPU too, so an accelerated queue also covers `cpu`, with a quota no pool
+reaches (`UNRATIONED_CPU` per flavor): CPU is not what it rations, and the scheduler still places pods by
+the nodes' real CPU. Memory and storage are kept out by Kueue's configuration (nodefeature.kueueconfig).
+Flavors go smallest
 per-node count first so Kueue fills small nodes before big ones. Kueue lets a resource appear in one group
 only, and a group hold at most 64 flavors, so the quota is one group; flavors beyond 64 are left out. The
 reservation test here is what decides whether a queue can be emptied without Kueue's counters going negative
@@ -23,13 +28,15 @@ from gpustack_operator.api.keys import (
     GENERAL_FEATURE_PREFIX,
 )
 from gpustack_operator.api.quantity import InvalidQuantityError, Quantity
-from gpustack_operator.api.types.kueue import FlavorQuotas, ResourceGroup
+from gpustack_operator.api.types.kueue import FlavorQuotas, ResourceGroup, ResourceQuota
 from gpustack_operator.nodefeature.credits import CREDITS_PER_CARD
 from gpustack_operator.nodefeature.groups import key_manufacturer
 from gpustack_operator.nodefeature.labels import TRUE
 from gpustack_operator.nodefeature.resources import credits_resource_name
 
 CPU: Final = "cpu"
+UNRATIONED_CPU: Final = "1M"
+"""The cpu quota of each flavor of an accelerated queue: a million cores, i.e. not rationed."""
 MAX_FLAVORS_PER_GROUP: Final = 64
 """Kueue v0.17's limit on flavors in one resource group."""
 _COUNT_SUFFIX: Final = re.compile(r"-([0-9]+)[cd]$")
@@ -94,12 +101,19 @@ def resource_groups(flavors: Iterable[Mapping[str, Any]]) -> list[ResourceGroup]
         return []
     usable.sort()
     covered = usable[0][2]
+    unrationed: list[ResourceQuota] = []
+    if covered != CPU:
+        unrationed.append({"name": CPU, "nominalQuota": UNRATIONED_CPU})
     quotas: list[FlavorQuotas] = [
-        {"name": name, "resources": [{"name": covered, "nominalQuota": _nominal(covered, capacity)}]}
+        {
+            "name": name,
+            "resources": [{"name": covered, "nominalQuota": _nominal(covered, capacity)}, *unrationed],
+        }
         for _, name, resource, capacity in usable
         if resource == covered
     ]
-    return [{"coveredResources": [covered], "flavors": quotas[:MAX_FLAVORS_PER_GROUP]}]
+    resources = [covered, *(quota["name"] for quota in unrationed)]
+    return [{"coveredResources": resources, "flavors": quotas[:MAX_FLAVORS_PER_GROUP]}]
 
 
 def _nominal(resource: str, capacity: int) -> str:

@@ -18,6 +18,7 @@ from gpustack_operator.kube.resources import (
     INSTANCE_TYPES,
     RESOURCE_FLAVORS,
 )
+from gpustack_operator.nodefeature.quota import UNRATIONED_CPU
 
 from .chain_world import World, world
 
@@ -75,12 +76,14 @@ def spec_of(w: World, name: str = T4) -> JSONObj:
 
 
 def quotas(w: World, name: str = T4) -> list[tuple[str, str, str]]:
+    """The rationed quotas (an accelerated queue's unrationed cpu left out)."""
     groups = spec_of(w, name).get("resourceGroups") or []
     return [
         (f["name"], r["name"], r["nominalQuota"])
         for g in groups
         for f in g["flavors"]
         for r in f["resources"]
+        if r["nominalQuota"] != UNRATIONED_CPU
     ]
 
 
@@ -91,7 +94,10 @@ async def test_an_accelerated_queue_gets_credit_quota_from_its_flavors_small_nod
         w.put(RESOURCE_FLAVORS, a_flavor(4, accelerated=False))  # the CPU pool's, not this one's
         w.put(CLUSTER_QUEUES, a_queue(T4))
         await w.settle(lambda: bool(quotas(w)))
-        assert spec_of(w)["resourceGroups"][0]["coveredResources"] == ["credits.gpustack.ai/nvidia"]
+        group = spec_of(w)["resourceGroups"][0]
+        assert group["coveredResources"] == ["credits.gpustack.ai/nvidia", "cpu"]
+        unrationed = {"name": "cpu", "nominalQuota": UNRATIONED_CPU}
+        assert all(unrationed in f["resources"] for f in group["flavors"])
         assert quotas(w) == [
             ("gpustack--amd-25-1--nvidia-tesla-t4-linux-amd64-2d", "credits.gpustack.ai/nvidia", "9600k"),
             ("gpustack--amd-25-1--nvidia-tesla-t4-linux-amd64-8d", "credits.gpustack.ai/nvidia", "25600k"),
@@ -213,12 +219,13 @@ async def test_foreign_queues_are_left_alone_and_a_settled_controller_writes_not
                 "spec": {
                     "resourceGroups": [
                         {
-                            "coveredResources": ["credits.gpustack.ai/nvidia"],
+                            "coveredResources": ["credits.gpustack.ai/nvidia", "cpu"],
                             "flavors": [
                                 {
                                     "name": a_flavor(2)["metadata"]["name"],
                                     "resources": [
-                                        {"name": "credits.gpustack.ai/nvidia", "nominalQuota": "3200000"}
+                                        {"name": "credits.gpustack.ai/nvidia", "nominalQuota": "3200000"},
+                                        {"name": "cpu", "nominalQuota": "1000000"},
                                     ],
                                 }
                             ],
@@ -229,7 +236,7 @@ async def test_foreign_queues_are_left_alone_and_a_settled_controller_writes_not
         )
         w.update(CLUSTER_QUEUES, T4, {"status": {"pendingWorkloads": 3}})  # Kueue's status churn
         await w.settle()
-        assert w.writes_since(start) == []  # 3200000 is 3200k: nothing to fix
+        assert w.writes_since(start) == []  # 3200000 is 3200k, 1000000 is 1M: nothing to fix
 
 
 async def test_with_both_chain_reconcilers_a_recovered_pool_stays_held_until_an_admin_clears_inactive() -> (

@@ -71,12 +71,16 @@ def test_a_cpu_pool_covers_cpu_smallest_nodes_first_with_nominal_equal_to_capaci
     ]
 
 
-def test_an_accelerated_pool_covers_only_its_makers_credits_a_card_being_1_600_000() -> None:
+def test_an_accelerated_pool_rations_its_makers_credits_a_card_being_1_600_000_and_not_cpu() -> None:
     groups = resource_groups([gpu_flavor(4, nodes=2), gpu_flavor(1)])
-    assert [g["coveredResources"] for g in groups] == [["credits.gpustack.ai/nvidia"]]
+    assert [g["coveredResources"] for g in groups] == [["credits.gpustack.ai/nvidia", "cpu"]]
+    one = "gpustack--amd-25-1--nvidia-tesla-t4-linux-amd64-1d"
+    four = "gpustack--amd-25-1--nvidia-tesla-t4-linux-amd64-4d"
     assert quotas(groups) == [
-        ("gpustack--amd-25-1--nvidia-tesla-t4-linux-amd64-1d", "credits.gpustack.ai/nvidia", "1600k"),
-        ("gpustack--amd-25-1--nvidia-tesla-t4-linux-amd64-4d", "credits.gpustack.ai/nvidia", "12800k"),
+        (one, "credits.gpustack.ai/nvidia", "1600k"),
+        (one, "cpu", "1M"),  # Kueue v0.17 must see cpu covered; a million cores rations nothing
+        (four, "credits.gpustack.ai/nvidia", "12800k"),
+        (four, "cpu", "1M"),
     ]
 
 
