@@ -75,6 +75,7 @@ COMPONENTS: tuple[Component, ...] = (
             "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
             "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
             "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+            "kubectl": "k8s.io/kubernetes/cmd/kubectl",
         },
         version_ldflags=_k8s_version_flags(K8S_VERSION),
         tags="selinux,notest",

@@ -66,14 +66,25 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
+def link_kubectl(run_dir: Path) -> Path:
+    """`<run dir>/bin/kubectl` -> the kubectl built with the control plane; returns the bin dir."""
+    tools = run_dir / "bin"
+    tools.mkdir(parents=True, exist_ok=True)
+    link = tools / "kubectl"
+    link.unlink(missing_ok=True)
+    link.symlink_to(build.binary_path("kubectl"))
+    return tools
+
+
 async def _run_async(args: argparse.Namespace) -> int:
     if args.action == "up":
         build.build_all()
         box = Sandbox(args.run_dir, inventory_file=args.inventory)
         await box.up()
+        tools = link_kubectl(box.run_dir)
         print(
             f"\nThe sandbox is up. Logs: {box.run_dir / 'logs'}\n"
-            f"  export KUBECONFIG={box.kubeconfig}\n"
+            f"  export KUBECONFIG={box.kubeconfig} PATH={tools}:$PATH\n"
             "  kubectl get nodes\n"
             "  kubectl describe node h100-0   # capacity and the labels nfd-master published\n"
             "  gpustack-operator sandbox status\n"
@@ -89,6 +100,7 @@ async def _run_async(args: argparse.Namespace) -> int:
         for name, (ok, detail) in report.items():
             print(f"{name:<24} {'healthy' if ok else 'UNHEALTHY':<10} {detail}")
         print(f"kubeconfig: {box.kubeconfig}")
+        print(f"kubectl:    {build.binary_path('kubectl')}")
         return 0 if all(ok for ok, _ in report.values()) else 1
     stopped = await box.down()
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))

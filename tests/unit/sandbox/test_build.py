@@ -48,6 +48,7 @@ def test_every_component_binary_is_expected() -> None:
         "kube-apiserver",
         "kube-controller-manager",
         "kube-scheduler",
+        "kubectl",
         "nfd-master",
     }
 
