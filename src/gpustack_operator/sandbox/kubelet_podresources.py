@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from gpustack_operator.device_manager.plugin.server import MAX_SOCKET_PATH
+from gpustack_operator.device_manager.plugin.server import serve_unix
 from gpustack_operator.device_manager.podresources.api import pb, rpc
 from gpustack_operator.device_manager.podresources.model import pod_resources
 from gpustack_operator.sandbox.kubelet_admission import Admission
@@ -59,15 +59,9 @@ class PodResourcesServer(rpc.PodResourcesListerServicer):  # type: ignore[misc]
         return pb.AllocatableResourcesResponse(devices=devices)
 
     async def start(self) -> None:
-        if len(str(self.socket).encode()) > MAX_SOCKET_PATH:
-            raise OSError(f"socket path {self.socket} is longer than {MAX_SOCKET_PATH} bytes")
-        self.socket.parent.mkdir(parents=True, exist_ok=True)
-        self.socket.unlink(missing_ok=True)
-        server = grpc.aio.server()
-        rpc.add_PodResourcesListerServicer_to_server(self, server)
-        server.add_insecure_port(f"unix://{self.socket}")
-        await server.start()
-        self._server = server
+        self._server = await serve_unix(
+            self.socket, lambda server: rpc.add_PodResourcesListerServicer_to_server(self, server)
+        )
         log.info("PodResources serving socket=%s", self.socket)
 
     async def stop(self) -> None:

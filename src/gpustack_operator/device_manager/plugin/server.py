@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,19 @@ LOCAL_POOL = ("grpc.use_local_subchannel_pool", 1)
 
 MAX_SOCKET_PATH = 107
 """Bytes a unix socket path may have (sun_path is 108 with the terminating NUL)."""
+
+
+async def serve_unix(socket: Path, add_servicer: Callable[[grpc.aio.Server], None]) -> grpc.aio.Server:
+    """A started grpc.aio server on the unix socket `socket` (a stale file there is replaced)."""
+    if len(str(socket).encode()) > MAX_SOCKET_PATH:
+        raise OSError(f"socket path {socket} is longer than {MAX_SOCKET_PATH} bytes")
+    socket.parent.mkdir(parents=True, exist_ok=True)
+    socket.unlink(missing_ok=True)
+    server = grpc.aio.server()
+    add_servicer(server)
+    server.add_insecure_port(f"unix://{socket}")
+    await server.start()
+    return server
 
 
 def socket_name(resource: ResourceSpec) -> str:
@@ -78,15 +91,9 @@ class ResourceServer:
     async def start(self, ready_timeout: float = 10.0) -> None:
         """Listen on the socket (replacing a stale file) and wait until it accepts connections."""
         await self.stop()
-        if len(str(self.socket).encode()) > MAX_SOCKET_PATH:
-            raise OSError(f"socket path {self.socket} is longer than {MAX_SOCKET_PATH} bytes")
-        self.socket.parent.mkdir(parents=True, exist_ok=True)
-        self.socket.unlink(missing_ok=True)
-        server = grpc.aio.server()
-        rpc.add_DevicePluginServicer_to_server(self, server)
-        server.add_insecure_port(f"unix://{self.socket}")
-        await server.start()
-        self._server = server
+        self._server = await serve_unix(
+            self.socket, lambda server: rpc.add_DevicePluginServicer_to_server(self, server)
+        )
         async with grpc.aio.insecure_channel(f"unix://{self.socket}", options=[LOCAL_POOL]) as channel:
             await asyncio.wait_for(channel.channel_ready(), ready_timeout)
         log.info("device plugin serving resource=%s socket=%s", self.resource.name, self.socket)

@@ -8,6 +8,7 @@ from typing import Any
 import grpc
 import pytest
 
+from gpustack_operator.device_manager.plugin.server import serve_unix
 from gpustack_operator.device_manager.podresources.api import pb, rpc
 from gpustack_operator.device_manager.podresources.client import PodResourcesClient
 from gpustack_operator.device_manager.podresources.model import pod_resources
@@ -22,11 +23,9 @@ class Kubelet(rpc.PodResourcesListerServicer):  # type: ignore[misc]
 
 
 async def serve(socket: Path, kubelet: Kubelet) -> grpc.aio.Server:
-    server = grpc.aio.server()
-    rpc.add_PodResourcesListerServicer_to_server(kubelet, server)
-    server.add_insecure_port(f"unix://{socket}")
-    await server.start()
-    return server
+    return await serve_unix(
+        socket, lambda server: rpc.add_PodResourcesListerServicer_to_server(kubelet, server)
+    )
 
 
 @pytest.fixture
