@@ -39,12 +39,16 @@ MAX_SOCKET_PATH = 107
 """Bytes a unix socket path may have (sun_path is 108 with the terminating NUL)."""
 
 
-async def serve_unix(socket: Path, add_servicer: Callable[[grpc.aio.Server], None]) -> grpc.aio.Server:
-    """A started grpc.aio server on the unix socket `socket` (a stale file there is replaced)."""
+def _clear_socket_path(socket: Path) -> None:
     if len(str(socket).encode()) > MAX_SOCKET_PATH:
         raise OSError(f"socket path {socket} is longer than {MAX_SOCKET_PATH} bytes")
     socket.parent.mkdir(parents=True, exist_ok=True)
     socket.unlink(missing_ok=True)
+
+
+async def serve_unix(socket: Path, add_servicer: Callable[[grpc.aio.Server], None]) -> grpc.aio.Server:
+    """A started grpc.aio server on the unix socket `socket` (a stale file there is replaced)."""
+    _clear_socket_path(socket)
     server = grpc.aio.server()
     add_servicer(server)
     server.add_insecure_port(f"unix://{socket}")
