@@ -5,11 +5,12 @@ The InstanceType reconciler creates the queue; this one owns what Kueue admits a
 gone, since dropping it is the very update Kueue waits for), the `gpustack-node-devices` AdmissionCheck on
 an accelerated queue once that check is Active (a queue naming a missing or inactive check stops admitting),
 and HoldAndDrain. Kueue never evicts because a queue is deleted, so a deleting queue is always drained. A
-pool that lost every flavor while work still holds quota is drained when `instance-type-drain-when-no-flavors`
-is on (and marked with DRAINED_ANNOTATION), re-checked until nothing is reserved, then its groups are
-emptied so Kueue's counters never go negative; when flavors return, only a queue carrying that mark is
-resumed, so an admin's Hold is never lifted here. Patches carry the resourceVersion they were computed
-from and are sent only when the cache differs, so at rest nothing is written.
+pool that lost every flavor while its queue still carries quota is drained when
+`instance-type-drain-when-no-flavors` is on (and marked with DRAINED_ANNOTATION), idle or not, re-checked
+until nothing is reserved, then its groups are emptied so Kueue's counters never go negative; when
+flavors return, only a queue carrying that mark is resumed, so an admin's Hold is never lifted here.
+Patches carry the resourceVersion they were computed from and are sent only when the cache differs, so at
+rest nothing is written.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from gpustack_operator.controllers.pools import (
     every,
     labels_of,
     name_of,
-    on_settings_change,
     owned_queue,
     pool_flavors,
     queues_of_flavor,
@@ -83,17 +83,22 @@ def plan_fill(queue: JSONObj, groups: list[Any], *, check_active: bool) -> Plan:
 
 
 def plan_empty(queue: JSONObj, *, drain: bool) -> Plan:
-    """No live flavor: drain (when enabled) until nothing is reserved, then drop the quota."""
+    """No live flavor: drain (when enabled) first, then drop the quota once nothing is reserved.
+
+    The drain comes before the quota goes whether or not work is admitted (contract §6: "HoldAndDrain
+    before emptying groups"), so every pool that lost its nodes is seen stopped, its InstanceType turns
+    Inactive, and the pool stays out of service after it recovers until an admin clears that.
+    """
     if not (queue.get("spec") or {}).get("resourceGroups"):
         return {}, {}, None
-    if not has_reservations(queue):
-        return {"resourceGroups": None}, {}, None
     if drain and stop_policy(queue) != StopPolicy.HOLD_AND_DRAIN:
         return (
             {"stopPolicy": StopPolicy.HOLD_AND_DRAIN.value},
             {DRAINED_ANNOTATION: NO_FLAVORS},
             WAIT_FOR_DRAIN,
         )
+    if not has_reservations(queue):
+        return {"resourceGroups": None}, {}, None
     return {}, {}, WAIT_FOR_DRAIN
 
 
@@ -144,7 +149,7 @@ def queues_if_node_devices_check(cache: Cache) -> KeyFunc:
 
 
 def controller(deps: Dependencies) -> ControllerSpec:
-    settings = SettingsView(deps.cache, deps.environment.pod_namespace)
+    settings = deps.settings
     return ControllerSpec(
         name=NAME,
         reconciler=NodeQueueReconciler(deps.client, deps.cache, settings),
@@ -152,7 +157,7 @@ def controller(deps: Dependencies) -> ControllerSpec:
         watches=(
             mapped(RESOURCE_FLAVORS, queues_of_flavor(deps.cache)),
             mapped(ADMISSION_CHECKS, queues_if_node_devices_check(deps.cache)),
-            on_settings_change(settings, every(deps.cache, CLUSTER_QUEUES, owned_queue)),
+            settings.changes(every(deps.cache, CLUSTER_QUEUES, owned_queue)),
         ),
         indexes=(indexers.CLUSTER_QUEUES_BY_POOL, indexers.RESOURCE_FLAVORS_BY_POOL),
         rbac=(Rule.of(CLUSTER_QUEUES, "patch"),),

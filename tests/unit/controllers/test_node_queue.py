@@ -175,6 +175,36 @@ async def test_a_pool_that_loses_its_flavors_drains_then_empties_then_resumes_wh
         assert DRAINED not in ((w.get(CLUSTER_QUEUES, T4) or {})["metadata"].get("annotations") or {})
 
 
+async def test_an_idle_pool_that_loses_its_flavors_is_drained_before_its_quota_goes() -> None:
+    """Contract §6/§7.9: HoldAndDrain before the groups are emptied, even with nothing admitted."""
+    async with world(node_queue.controller) as w:
+        w.put(RESOURCE_FLAVORS, a_flavor(2))
+        w.put(CLUSTER_QUEUES, a_queue(T4))
+        await w.settle(lambda: bool(quotas(w)))
+        start = len(w.client.writes)
+        w.remove(RESOURCE_FLAVORS, a_flavor(2)["metadata"]["name"])
+        await w.settle(lambda: "resourceGroups" not in spec_of(w))
+        sent = [sorted((x.body or {}).get("spec") or {}) for x in w.client.writes[start:]]
+        assert sent == [["stopPolicy"], ["resourceGroups"]]  # held and drained first, emptied after
+        assert spec_of(w)["stopPolicy"] == "HoldAndDrain"
+        assert (w.get(CLUSTER_QUEUES, T4) or {})["metadata"]["annotations"] == {DRAINED: "no-flavors"}
+
+        w.put(RESOURCE_FLAVORS, a_flavor(2))
+        await w.settle(lambda: spec_of(w).get("stopPolicy") == "None" and bool(quotas(w)))
+        assert DRAINED not in ((w.get(CLUSTER_QUEUES, T4) or {})["metadata"].get("annotations") or {})
+
+
+async def test_with_draining_switched_off_an_idle_flavorless_queue_just_loses_its_quota() -> None:
+    async with world(node_queue.controller, drain_when_no_flavors="false") as w:
+        w.put(RESOURCE_FLAVORS, a_flavor(2))
+        w.put(CLUSTER_QUEUES, a_queue(T4))
+        await w.settle(lambda: bool(quotas(w)))
+        w.remove(RESOURCE_FLAVORS, a_flavor(2)["metadata"]["name"])
+        await w.settle(lambda: not quotas(w))
+        assert spec_of(w)["stopPolicy"] == "None"
+        assert DRAINED not in ((w.get(CLUSTER_QUEUES, T4) or {})["metadata"].get("annotations") or {})
+
+
 @pytest.mark.parametrize("policy", ["Hold", "HoldAndDrain"])
 async def test_a_stop_an_admin_set_is_never_lifted_when_flavors_arrive(policy: str) -> None:
     async with world(node_queue.controller) as w:
@@ -256,5 +286,22 @@ async def test_with_both_chain_reconcilers_a_recovered_pool_stays_held_until_an_
 
         w.put(RESOURCE_FLAVORS, a_flavor(2))
         await w.settle(lambda: bool(quotas(w)) and spec_of(w).get("stopPolicy") == "Hold")
+        w.update(INSTANCE_TYPES, T4, {"spec": {"inactive": False}})
+        await w.settle(lambda: spec_of(w).get("stopPolicy") == "None")
+
+
+async def test_with_both_chain_reconcilers_an_idle_pool_that_lost_its_nodes_also_stays_held() -> None:
+    async with world(instance_type.controller, node_queue.controller) as w:
+        w.put(RESOURCE_FLAVORS, a_flavor(2))
+        spec = {"acceleratable": True, "acceleratorGroup": "nvidia-tesla-t4", "os": "linux", "arch": "amd64"}
+        w.put(INSTANCE_TYPES, {"metadata": {"name": T4}, "spec": spec})
+        await w.settle(lambda: bool(quotas(w)))
+        w.remove(RESOURCE_FLAVORS, a_flavor(2)["metadata"]["name"])
+        await w.settle(lambda: not quotas(w) and spec_of(w).get("stopPolicy") == "HoldAndDrain")
+        assert (w.get(INSTANCE_TYPES, T4) or {})["spec"].get("inactive") is True
+
+        w.put(RESOURCE_FLAVORS, a_flavor(2))
+        await w.settle(lambda: bool(quotas(w)) and spec_of(w).get("stopPolicy") == "Hold")
+        assert (w.get(INSTANCE_TYPES, T4) or {})["spec"].get("inactive") is True
         w.update(INSTANCE_TYPES, T4, {"spec": {"inactive": False}})
         await w.settle(lambda: spec_of(w).get("stopPolicy") == "None")
