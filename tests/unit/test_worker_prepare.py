@@ -12,6 +12,7 @@ from gpustack_operator.settings import secret
 from gpustack_operator.worker.prepare import (
     PrepareError,
     initialize_settings,
+    install_admission_check,
     install_crds,
     install_node_feature_rule,
 )
@@ -149,3 +150,34 @@ async def test_the_cpu_info_rule_is_applied_for_every_known_manufacturer(
 async def test_a_cluster_without_nfd_fails_prepare_saying_so() -> None:
     with pytest.raises(PrepareError, match="NFD's CRDs are not installed"):
         await install_node_feature_rule(RuleApi(served=False))  # type: ignore[arg-type]
+
+
+class CheckApi:
+    """Server-side applies of AdmissionChecks; `served` False plays a cluster without Kueue's CRDs."""
+
+    def __init__(self, served: bool = True) -> None:
+        self.served = served
+        self.applied: list[JSONObj] = []
+
+    async def apply(self, res: Resource, obj: JSONObj) -> JSONObj:
+        assert res == resources.ADMISSION_CHECKS
+        if not self.served:
+            raise errors.NotFound(status=404, reason="NotFound", message="the server could not find it")
+        self.applied.append(obj)
+        return obj
+
+
+async def test_the_node_devices_admission_check_is_applied_without_finalizers() -> None:
+    api = CheckApi()
+    await install_admission_check(api)  # type: ignore[arg-type]
+    assert api.applied == [
+        {
+            "metadata": {"name": "gpustack-node-devices"},
+            "spec": {"controllerName": "worker.gpustack.ai/node-devices"},
+        }
+    ]
+
+
+async def test_a_cluster_without_kueue_fails_prepare_saying_so() -> None:
+    with pytest.raises(PrepareError, match="Kueue's CRDs are not installed"):
+        await install_admission_check(CheckApi(served=False))  # type: ignore[arg-type]

@@ -21,7 +21,14 @@ from gpustack_operator.nodefeature.flavors import NodeFlavor, extract_node_flavo
 from gpustack_operator.nodefeature.labels import TRUE
 from gpustack_operator.nodefeature.nodes import Node, node_labels
 
-__all__ = ["contribution_changed", "flavor_problem", "node_flavor_index", "node_flavor_names", "node_flavors"]
+__all__ = [
+    "contribution_changed",
+    "flavor_problem",
+    "label_problem",
+    "node_flavor_index",
+    "node_flavor_names",
+    "node_flavors",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +45,8 @@ def _is_label_name(name: str) -> bool:
     return len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
 
 
-def _label_problem(labels: Mapping[str, str]) -> str | None:
+def label_problem(labels: Mapping[str, str]) -> str | None:
+    """Why kube-apiserver would refuse one of these labels (the first found), or None when all are valid."""
     for key, value in labels.items():
         prefix, _, name = key.rpartition("/")
         bad_prefix = bool(prefix) and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix))
@@ -55,7 +63,7 @@ def flavor_problem(flavor: NodeFlavor) -> str | None:
         return f"flavor name {flavor.name!r} is not a DNS-1123 subdomain"
     if len(flavor.node_labels) > MAX_NODE_LABELS:
         return f"flavor {flavor.name} would pin {len(flavor.node_labels)} node labels (Kueue allows 8)"
-    problem = _label_problem(flavor.resource_flavor_labels(1)) or _label_problem(flavor.node_labels)
+    problem = label_problem(flavor.resource_flavor_labels(1)) or label_problem(flavor.node_labels)
     return f"flavor {flavor.name}: {problem}" if problem else None
 
 

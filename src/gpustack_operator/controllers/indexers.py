@@ -45,7 +45,9 @@ __all__ = [
     "POOL_LABEL",
     "RESOURCE_FLAVORS_BY_POOL",
     "WORKLOADS_BY_CLUSTER_QUEUE",
+    "WORKLOADS_WAITING_BY_FLAVOR",
     "WORKLOAD_CLUSTER_QUEUE",
+    "WORKLOAD_WAITING_FLAVOR",
     "cluster_queue_flavors",
     "cluster_queue_pool",
     "devices_pool",
@@ -53,6 +55,7 @@ __all__ = [
     "local_queue_cluster_queue",
     "resource_flavor_pool",
     "workload_cluster_queue",
+    "workload_waiting_flavors",
 ]
 
 JSONObj = dict[str, Any]
@@ -100,6 +103,28 @@ def workload_cluster_queue(wl: JSONObj) -> list[str]:
 LOCAL_QUEUES_BY_CLUSTER_QUEUE = Index(LOCAL_QUEUES, LOCAL_QUEUE_CLUSTER_QUEUE, local_queue_cluster_queue)
 CLUSTER_QUEUES_BY_FLAVOR = Index(CLUSTER_QUEUES, CLUSTER_QUEUE_FLAVOR, cluster_queue_flavors)
 WORKLOADS_BY_CLUSTER_QUEUE = Index(WORKLOADS, WORKLOAD_CLUSTER_QUEUE, workload_cluster_queue)
+
+
+WORKLOAD_WAITING_FLAVOR: Final = "status.admission.podSetAssignments.flavors.waiting"
+
+
+def workload_waiting_flavors(wl: JSONObj) -> list[str]:
+    """A Workload holding quota but not admitted yet is filed under every ResourceFlavor assigned to it."""
+    conditions = {
+        c.get("type"): c.get("status") for c in _at(wl, "status", "conditions") or () if isinstance(c, dict)
+    }
+    if conditions.get("QuotaReserved") != "True" or "True" in (
+        conditions.get("Admitted"),
+        conditions.get("Finished"),
+    ):
+        return []
+    assignments = _at(wl, "status", "admission", "podSetAssignments") or ()
+    flavors = (_at(a, "flavors") or {} for a in assignments if isinstance(a, dict))
+    return sorted({name for f in flavors if isinstance(f, dict) for v in f.values() for name in _names(v)})
+
+
+WORKLOADS_WAITING_BY_FLAVOR = Index(WORKLOADS, WORKLOAD_WAITING_FLAVOR, workload_waiting_flavors)
+"""What the per-card check re-evaluates when a Devices ledger of a flavor's nodes changes."""
 
 
 POOL_LABEL: Final = "metadata.labels.pool"

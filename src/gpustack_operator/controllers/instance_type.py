@@ -34,7 +34,6 @@ from gpustack_operator.controllers.pools import (
     deleting,
     every,
     labels_of,
-    on_settings_change,
     owned_queue,
     pool_devices,
     queues_of_devices,
@@ -190,7 +189,7 @@ def same_name_if_owned(queue: JSONObj) -> list[str]:
 
 
 def controller(deps: Dependencies) -> ControllerSpec:
-    settings = SettingsView(deps.cache, deps.environment.pod_namespace)
+    settings = deps.settings
     return ControllerSpec(
         name=NAME,
         reconciler=InstanceTypeReconciler(deps.client, deps.cache, settings),
@@ -198,7 +197,7 @@ def controller(deps: Dependencies) -> ControllerSpec:
         watches=(
             mapped(CLUSTER_QUEUES, same_name_if_owned),
             mapped(DEVICES, queues_of_devices(deps.cache)),
-            on_settings_change(settings, every(deps.cache, INSTANCE_TYPES)),
+            settings.changes(every(deps.cache, INSTANCE_TYPES)),
         ),
         indexes=(indexers.CLUSTER_QUEUES_BY_POOL, indexers.DEVICES_BY_POOL),
         rbac=(

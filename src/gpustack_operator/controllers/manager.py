@@ -70,6 +70,11 @@ class Manager:
         return dict(self._controllers)
 
     @property
+    def recorder(self) -> EventRecorder | None:
+        """The event recorder controllers report Warning Events through (None: events are not recorded)."""
+        return self._recorder
+
+    @property
     def synced(self) -> bool:
         """Every informer has listed once (the readiness check)."""
         return self._synced

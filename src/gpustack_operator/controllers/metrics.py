@@ -1,7 +1,8 @@
 """Prometheus metrics of the controllers, their work queues, the informers and leader election.
 
 An operator that silently stops converging looks healthy from outside; these series answer "is it
-reconciling, how often does it fail, is work piling up, are the watches relisting, who leads". Every
+reconciling, how often does it fail, is work piling up, are the watches relisting, who leads, how many
+API calls does it make" (the last fed by the client's request observer, kube.client.RequestObserver). Every
 metric lives in a `CollectorRegistry` owned by one `Metrics` object (not prometheus-client's global
 registry), so several managers in one test process never collide.
 """
@@ -67,6 +68,16 @@ class Metrics:
         self.leader = Gauge(
             "gpustack_leader_election_status", "1 while this process holds the lease.", ["name"], registry=r
         )
+        self.requests = Counter(
+            "gpustack_rest_client_requests",
+            "API requests sent, by method (WATCH for a watch), resource and response code (0: none came).",
+            ["method", "resource", "code"],
+            registry=r,
+        )
+
+    def observe_request(self, method: str, resource: str, code: int) -> None:
+        """A kube.client.RequestObserver: count one request."""
+        self.requests.labels(method, resource, str(code)).inc()
 
     def reconciled(self, controller: str, result: str, seconds: float) -> None:
         self.reconciles.labels(controller, result).inc()

@@ -5,16 +5,20 @@ whether its node is managed (an admin's or the worker's call, made on the Node's
 label) and does not know the node's general (CPU) key (the worker computes it). Pools select their
 Devices by labels: every pool by the mark, and CPU-aware accelerated pools also by
 `general.feature.gpustack.ai/<gKey>=true`. So the worker copies both across, and removes them when the
-node loses them, touching nothing else on the object.
+node loses them, touching nothing else on the object. A group naming a manufacturer the operator does not
+know can join no pool and gets no sliced capacity; the Devices gets a Warning Event `UnknownManufacturer`
+(and the log a line) naming it, once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from gpustack_operator.api.keys import GENERAL_FEATURE_PREFIX, MANAGED_LABEL
 from gpustack_operator.controllers.cache import Cache
 from gpustack_operator.controllers.node_capacity import same_name
+from gpustack_operator.controllers.problems import ProblemReporter
 from gpustack_operator.controllers.rbac import Rule
 from gpustack_operator.controllers.reconciler import DONE, Result
 from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
@@ -22,16 +26,22 @@ from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import DEVICES, NODES
 from gpustack_operator.nodefeature.labels import TRUE
+from gpustack_operator.nodefeature.manufacturers import is_known_manufacturer, known_manufacturers
+
+UNKNOWN_MANUFACTURER = "UnknownManufacturer"
+"""Reason of the Warning Event on a Devices object with a group of an unknown manufacturer."""
 
 
 class NodeDevicesReconciler:
-    def __init__(self, client: Client, cache: Cache) -> None:
+    def __init__(self, client: Client, cache: Cache, problems: ProblemReporter | None = None) -> None:
         self.client, self.cache = client, cache
+        self.problems = problems or ProblemReporter(None)
 
     async def reconcile(self, key: str) -> Result:
         devices = self.cache.get(DEVICES, key)
         if devices is None:
             return DONE
+        self.problems.report(DEVICES, devices, UNKNOWN_MANUFACTURER, unknown_manufacturers(devices))
         node = self.cache.get(NODES, key)
         want = copied_labels(((node or {}).get("metadata") or {}).get("labels") or {})
         have = copied_labels(devices["metadata"].get("labels") or {})
@@ -40,6 +50,19 @@ class NodeDevicesReconciler:
         if changes:
             await self.client.patch(DEVICES, key, {"metadata": {"labels": changes}})
         return DONE
+
+
+def unknown_manufacturers(devices: Mapping[str, Any]) -> str | None:
+    """What is wrong with the groups' manufacturers, or None when every one is known."""
+    groups = (devices.get("spec") or {}).get("groups") or []
+    named = (str(g.get("manufacturer")) for g in groups if isinstance(g, dict))
+    unknown = sorted({m for m in named if not is_known_manufacturer(m)})
+    if not unknown:
+        return None
+    return (
+        f"spec.groups name unknown manufacturer(s) {', '.join(map(repr, unknown))} (known: "
+        f"{', '.join(known_manufacturers())}); their cards join no pool and get no sliced capacity"
+    )
 
 
 def copied_labels(labels: Mapping[str, str]) -> dict[str, str]:
@@ -53,7 +76,7 @@ def copied_labels(labels: Mapping[str, str]) -> dict[str, str]:
 def controller(deps: Dependencies) -> ControllerSpec:
     return ControllerSpec(
         name="node-devices",
-        reconciler=NodeDevicesReconciler(deps.client, deps.cache),
+        reconciler=NodeDevicesReconciler(deps.client, deps.cache, deps.problems()),
         primary=for_(DEVICES),
         watches=(mapped(NODES, same_name),),
         rbac=(Rule.of(DEVICES, "patch"),),

@@ -13,7 +13,6 @@ a write happens only when the cache differs from the desired object.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -151,7 +150,7 @@ def _fields(patch: Mapping[str, Any]) -> list[str]:
 
 
 def controller(deps: Dependencies) -> ControllerSpec:
-    settings = SettingsView(deps.cache, deps.environment.pod_namespace)
+    settings = deps.settings
     all_flavors = every_flavor(deps.cache)
     return ControllerSpec(
         name="node-flavor",
@@ -159,7 +158,7 @@ def controller(deps: Dependencies) -> ControllerSpec:
         primary=for_(RESOURCE_FLAVORS, any_of(generation_changed, labels_changed, annotations_changed)),
         watches=(
             mapped(NODES, node_flavor_names, contribution_changed),
-            dataclasses.replace(settings.watch, keys=all_flavors),
+            settings.changes(all_flavors),
             mapped(INSTANCE_TYPES, all_flavors, derived_type_deleted),
         ),
         indexes=(indexers.NODES_BY_FLAVOR,),

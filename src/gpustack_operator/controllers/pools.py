@@ -22,8 +22,7 @@ from gpustack_operator.controllers.indexers import (
     resource_flavor_pool,
 )
 from gpustack_operator.controllers.predicates import JSONObj
-from gpustack_operator.controllers.settingsview import SettingsView
-from gpustack_operator.controllers.watches import KeyFunc, Watch
+from gpustack_operator.controllers.watches import KeyFunc
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, RESOURCE_FLAVORS, Resource
 from gpustack_operator.nodefeature.labels import TRUE
 from gpustack_operator.nodefeature.pools import is_feature_key, pool_flavor_selector
@@ -61,29 +60,29 @@ def devices_selector(queue_labels: Selector) -> dict[str, str] | None:
     return {**pinned, **keys, MANAGED_LABEL: TRUE}
 
 
-def _matches(selector: Selector, obj: JSONObj) -> bool:
+def matches(selector: Selector, obj: JSONObj) -> bool:
     labels = labels_of(obj)
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-def _selected(cache: Cache, resource: Resource, selector: Selector | None) -> list[JSONObj]:
+def selected(cache: Cache, resource: Resource, selector: Selector | None) -> list[JSONObj]:
     """Cached objects of the kind carrying every label of `selector` (none for no selector)."""
     if not selector:
         return []
     key, value = max(selector.items(), key=lambda item: is_feature_key(item[0]))
     candidates = cache.by_index(resource, POOL_LABEL, label_pair(key, value))
-    return sorted((obj for obj in candidates if _matches(selector, obj)), key=name_of)
+    return sorted((obj for obj in candidates if matches(selector, obj)), key=name_of)
 
 
 def pool_flavors(cache: Cache, queue: JSONObj) -> list[JSONObj]:
     """The queue's live ResourceFlavors (a flavor Kueue is still finalizing counts as gone)."""
-    found = _selected(cache, RESOURCE_FLAVORS, pool_flavor_selector(labels_of(queue)))
+    found = selected(cache, RESOURCE_FLAVORS, pool_flavor_selector(labels_of(queue)))
     return [flavor for flavor in found if not deleting(flavor)]
 
 
 def pool_devices(cache: Cache, queue: JSONObj) -> list[JSONObj]:
     """The Devices ledgers of the queue's pool (managed nodes only)."""
-    return _selected(cache, DEVICES, devices_selector(labels_of(queue)))
+    return selected(cache, DEVICES, devices_selector(labels_of(queue)))
 
 
 def _queues_by(cache: Cache, pairs: list[str], fits: Callable[[JSONObj], bool]) -> list[str]:
@@ -97,7 +96,7 @@ def queues_of_flavor(cache: Cache) -> KeyFunc:
     def keys(flavor: JSONObj) -> list[str]:
         def fits(queue: JSONObj) -> bool:
             selector = pool_flavor_selector(labels_of(queue))
-            return selector is not None and _matches(selector, flavor)
+            return selector is not None and matches(selector, flavor)
 
         return _queues_by(cache, resource_flavor_pool(flavor), fits)
 
@@ -110,7 +109,7 @@ def queues_of_devices(cache: Cache) -> KeyFunc:
     def keys(devices: JSONObj) -> list[str]:
         def fits(queue: JSONObj) -> bool:
             selector = devices_selector(labels_of(queue))
-            return selector is not None and _matches(selector, devices)
+            return selector is not None and matches(selector, devices)
 
         return _queues_by(cache, devices_pool(devices), fits)
 
@@ -120,9 +119,3 @@ def queues_of_devices(cache: Cache) -> KeyFunc:
 def every(cache: Cache, resource: Resource, keep: Callable[[JSONObj], bool] = bool) -> KeyFunc:
     """A key function: whatever changed, every cached object of the kind that `keep` accepts."""
     return lambda _: sorted(name_of(obj) for obj in cache.list(resource) if keep(obj))
-
-
-def on_settings_change(settings: SettingsView, keys: KeyFunc) -> Watch:
-    """The settings Secret (SettingsView's informer) mapped to `keys`: a new value applies at once."""
-    base = settings.watch
-    return Watch(base.resource, keys, namespace=base.namespace, field_selector=base.field_selector)

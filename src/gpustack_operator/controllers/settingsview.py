@@ -4,23 +4,27 @@ Several settings (manual node management, CPU-aware grouping, derived InstanceTy
 pools) must take effect without a restart, so reconcilers read them per reconcile rather than at start-up.
 The Secret is cached by one shared informer (`SETTINGS_WATCH`, selected by name in the system namespace);
 a missing Secret or key means the setting's default, and a value that does not parse means the default
-too, with one warning per distinct bad value naming the key and what was wrong, so a typo never stops
-a controller.
+too, so a typo never stops a controller. A bad value is reported once (until it is fixed or changes): a
+log line naming the Secret, the key and what was wrong, and a Warning Event `InvalidSetting` on the Secret.
+One view serves every controller (controllers.spec.Dependencies), so each bad value is reported once.
 """
 
 from __future__ import annotations
 
-import logging
+import dataclasses
+from typing import Any
 
 from gpustack_operator.api.keys import SETTINGS_SECRET
 from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.watches import Watch, reads
+from gpustack_operator.controllers.problems import ProblemReporter
+from gpustack_operator.controllers.watches import KeyFunc, Watch, reads
 from gpustack_operator.kube.resources import SECRETS
 from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.secret import decode_values
 from gpustack_operator.settings.setting import Setting
 
-log = logging.getLogger(__name__)
+INVALID_SETTING = "InvalidSetting"
+"""Reason of the Warning Event on the Secret."""
 
 
 def settings_watch(namespace: str) -> Watch:
@@ -29,38 +33,43 @@ def settings_watch(namespace: str) -> Watch:
 
 
 class SettingsView:
-    def __init__(self, cache: Cache, namespace: str) -> None:
+    def __init__(self, cache: Cache, namespace: str, problems: ProblemReporter | None = None) -> None:
         self.cache = cache
         self.namespace = namespace
         self.watch = settings_watch(namespace)
-        self._warned: set[tuple[str, str]] = set()
+        self._problems = problems or ProblemReporter(None)
+
+    def changes(self, keys: KeyFunc) -> Watch:
+        """The same Secret, as a watch that enqueues `keys(secret)`: a new value applies at once."""
+        return dataclasses.replace(self.watch, keys=keys)
 
     def text(self, setting: Setting) -> str:
-        secret = self.cache.get(self.watch, f"{self.namespace}/{SETTINGS_SECRET}")
-        try:
-            values = decode_values(secret) if secret else {}
-        except ValueError as err:
-            self._warn(setting, "<undecodable>", str(err))
-            return setting.default
-        return values.get(setting.name, setting.default)
+        return self._read(setting)[1]
 
     def flag(self, setting: Setting) -> bool:
-        text = self.text(setting)
+        secret, text = self._read(setting)
         try:
-            return parse_bool(text)
+            value = parse_bool(text)
         except ValueError as err:
-            self._warn(setting, text, str(err))
+            self._warn(secret, setting, str(err))
             return parse_bool(setting.default)
+        if secret is not None:
+            self._problems.report(SECRETS, secret, INVALID_SETTING, None, topic=setting.name)
+        return value
 
-    def _warn(self, setting: Setting, value: str, reason: str) -> None:
-        if (setting.name, value) in self._warned:
-            return
-        self._warned.add((setting.name, value))
-        log.warning(
-            "setting %s in Secret %s/%s is unusable (%s); using its default %r",
-            setting.name,
-            self.namespace,
-            SETTINGS_SECRET,
-            reason,
-            setting.default,
-        )
+    def _read(self, setting: Setting) -> tuple[dict[str, Any] | None, str]:
+        """(the cached Secret, the setting's text: its value, or its default when absent or undecodable)."""
+        secret = self.cache.get(self.watch, f"{self.namespace}/{SETTINGS_SECRET}")
+        if secret is None:
+            return None, setting.default
+        try:
+            values = decode_values(secret)
+        except ValueError as err:
+            self._warn(secret, setting, f"the Secret's data does not decode: {err}")
+            return secret, setting.default
+        return secret, values.get(setting.name, setting.default)
+
+    def _warn(self, secret: dict[str, Any] | None, setting: Setting, reason: str) -> None:
+        if secret is not None:
+            problem = f"setting {setting.name} is unusable ({reason}); using its default {setting.default!r}"
+            self._problems.report(SECRETS, secret, INVALID_SETTING, problem, topic=setting.name)

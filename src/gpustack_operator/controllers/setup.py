@@ -3,9 +3,10 @@
 Why this module exists: kueue's `SetupControllers` shows the shape; one function builds every reconciler
 with its dependencies and registers it, so worker/start.py never names a controller and a new controller is
 one line in `CONTROLLERS`. Each entry is a controller module's factory `(Dependencies) -> ControllerSpec`
-(controllers.spec). The manager's cache goes into Dependencies here, so no reconciler can be handed another
-one. A factory or registration that fails raises `ControllerSetupError` naming the controller, before
-anything runs. After setup, `manager.rbac()` lists the API verbs the worker's controllers need.
+(controllers.spec). The manager's cache and event recorder go into Dependencies here, so no reconciler can
+be handed another cache. A factory or registration that fails raises `ControllerSetupError` naming the
+controller, before anything runs. After setup, `manager.rbac()` lists the API verbs the worker's
+controllers need.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ def setup_controllers(
     factories: Sequence[ControllerFactory] = CONTROLLERS,
 ) -> list[str]:
     """Build and register every controller (before `manager.run()`); returns their names in order."""
-    deps = Dependencies(client=client, cache=manager.cache, environment=environment, now=now)
+    deps = Dependencies(
+        client=client, cache=manager.cache, environment=environment, now=now, recorder=manager.recorder
+    )
     names: list[str] = []
     for factory in factories:
         name = _factory_name(factory)

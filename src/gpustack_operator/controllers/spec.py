@@ -5,20 +5,24 @@ all in one loop and the chart's RBAC can be derived from them. A controller modu
 `(Dependencies) -> ControllerSpec`; the spec names the reconciler, its watches (controllers.watches), the
 secondary indexes it queries through the shared cache (`Index`, filed by the informer as objects come and
 go) and the API verbs it calls itself (`rbac`, controllers.rbac). `Dependencies` carries the client, the
-manager's cache, the operator's environment and a wall clock, so reconcilers never reach for globals.
+manager's cache, the operator's environment, a wall clock, the event recorder and the one view of the
+settings Secret, so reconcilers never reach for globals.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from gpustack_operator.controllers.cache import Cache
+from gpustack_operator.controllers.problems import ProblemReporter
 from gpustack_operator.controllers.rbac import Rule, aggregate
 from gpustack_operator.controllers.reconciler import Reconciler
+from gpustack_operator.controllers.settingsview import SettingsView
 from gpustack_operator.controllers.watches import Watch
 from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.events import EventSink
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.store import IndexFunc
 from gpustack_operator.runtime import Backoff
@@ -96,6 +100,18 @@ class Dependencies:
     environment: Environment
     now: Callable[[], datetime] = utc_now
     """Wall clock (timezone-aware) for condition transition times; tests pass a fixed one."""
+    recorder: EventSink | None = None
+    """The manager's event recorder: Warning Events about bad input (controllers.problems)."""
+    settings: SettingsView = field(init=False)
+    """The settings Secret as every controller reads it (one view, so a bad value is reported once)."""
+
+    def __post_init__(self) -> None:
+        view = SettingsView(self.cache, self.environment.pod_namespace, ProblemReporter(self.recorder))
+        object.__setattr__(self, "settings", view)
+
+    def problems(self) -> ProblemReporter:
+        """A reporter of bad input for one controller (controllers.problems)."""
+        return ProblemReporter(self.recorder)
 
 
 ControllerFactory = Callable[[Dependencies], ControllerSpec]

@@ -4,7 +4,8 @@ kubernetes-asyncio gives us kubeconfig and in-cluster auth and a pooled HTTPS se
 are slow and do not cover CRDs, so every call here goes through one raw request path and returns dicts.
 Errors come back as our own hierarchy (kube.errors): a dropped connection or a restarting server is
 Unavailable, and transient errors are retried with runtime.Backoff (honouring Retry-After). Lists are
-paginated; `stream` hands the watch module a long-lived response line by line.
+paginated; `stream` hands the watch module a long-lived response line by line. An optional observer
+hears of every request sent (method, resource, response code), so the worker can count its API calls.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,26 @@ DEFAULT_PAGE_SIZE = 500
 RETRY_BACKOFF = Backoff(base=0.2, cap=5.0, jitter=0.2)
 """Between retries of one request: 0.2 s doubling to 5 s; the default 8 retries span about 20 s."""
 
+RequestObserver = Callable[[str, str, int], None]
+"""Told of each request sent: (method, or WATCH for a watch; resource as `resource_of` names it; the
+response code, 0 when no response came). Each retry is a request of its own."""
+
+
+def resource_of(path: str) -> str:
+    """The resource a request path addresses: `pods`, `nodes/status`, `namespaces` ("other" otherwise)."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    if parts[0] == "api":
+        rest = parts[2:]
+    elif parts[0] == "apis":
+        rest = parts[3:]
+    else:
+        return "other"
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    if not rest:
+        return "other"
+    return f"{rest[0]}/{rest[2]}" if len(rest) >= 3 else rest[0]
+
 
 class Client:
     """Typed verbs over any Resource; construct with `connect()`."""
@@ -51,9 +72,11 @@ class Client:
         backoff: Backoff = RETRY_BACKOFF,
         clock: Clock | None = None,
         limiter: TokenBucket | None = None,
+        observer: RequestObserver | None = None,
     ) -> None:
         self._api = api
         self._limiter = limiter
+        self._observer = observer
         self._retries = retries
         self._backoff = backoff
         self._clock: Clock = clock or MonotonicClock()
@@ -92,8 +115,10 @@ class Client:
         attempts = self._backoff.attempts()
         limit = self._retries if retries is None else retries
         while True:
+            status = 0
             try:
                 resp = await self._send(method, path, body, params, content_type, timeout)
+                status = resp.status
                 async with resp:
                     data = await resp.read()
                     if not 200 <= resp.status <= 299:
@@ -103,6 +128,8 @@ class Client:
                 err: errors.KubeError = _unavailable(exc)
             except errors.KubeError as exc:
                 err = exc
+            finally:
+                self._observe(method, path, status)
             if not err.transient or attempts.failures >= limit:
                 raise err
             delay = attempts.next_delay()
@@ -121,11 +148,23 @@ class Client:
         noticed; the caller picks it longer than the server's own watch timeout.
         """
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=read_timeout)
-        resp = await self._send("GET", path, None, params, "application/json", timeout)
+        try:
+            resp = await self._send("GET", path, None, params, "application/json", timeout)
+        except errors.KubeError:
+            self._observe("WATCH", path, 0)
+            raise
+        self._observe("WATCH", path, resp.status)
         async with resp:
             if not 200 <= resp.status <= 299:
                 raise errors.from_response(resp.status, await resp.read(), resp.headers.get("Retry-After"))
             yield _lines(resp)
+
+    def _observe(self, method: str, path: str, status: int) -> None:
+        if self._observer is not None:
+            try:
+                self._observer(method, resource_of(path), status)
+            except Exception:  # counting must never fail a request
+                log.exception("request observer failed")
 
     async def _send(
         self,
@@ -365,11 +404,16 @@ class Client:
 
 
 async def connect(
-    kubeconfig: Path | None = None, *, qps: float | None = None, burst: int | None = None
+    kubeconfig: Path | None = None,
+    *,
+    qps: float | None = None,
+    burst: int | None = None,
+    observer: RequestObserver | None = None,
 ) -> Client:
     """A Client from a kubeconfig file, or from the in-cluster service account when kubeconfig is None.
 
-    With qps (and burst, default 2 x qps), every request, watches included, waits for a token first.
+    With qps (and burst, default 2 x qps), every request, watches included, waits for a token first;
+    `observer` hears of every request (see RequestObserver).
     """
     configuration = k8s_client.Configuration()
     if kubeconfig is not None and not await asyncio.to_thread(kubeconfig.is_file):
@@ -384,7 +428,7 @@ async def connect(
         hint = "" if kubeconfig is not None else " (outside a cluster, pass --kubeconfig or set KUBECONFIG)"
         raise errors.KubeConfigError(f"cannot use {where}: {exc}{hint}") from exc
     limiter = TokenBucket(qps, burst or max(1, int(2 * qps))) if qps else None
-    return Client(k8s_client.ApiClient(configuration), limiter=limiter)
+    return Client(k8s_client.ApiClient(configuration), limiter=limiter, observer=observer)
 
 
 def _unavailable(exc: BaseException) -> errors.Unavailable:

@@ -17,7 +17,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.lease import micro_time
@@ -25,7 +25,7 @@ from gpustack_operator.kube.resources import EVENTS, Resource
 from gpustack_operator.kube.verbs import ObjectVerbs
 from gpustack_operator.runtime import Clock, MonotonicClock
 
-__all__ = ["EventClient", "EventRecorder", "EventType", "object_reference"]
+__all__ = ["EventClient", "EventRecorder", "EventSink", "EventType", "object_reference"]
 
 log = logging.getLogger(__name__)
 JSONObj = dict[str, Any]
@@ -35,6 +35,14 @@ NOTE_LIMIT = 1024  # bytes the API accepts in `note`
 
 EventClient = ObjectVerbs
 """The verbs this module needs; kube.client.Client has them."""
+
+
+class EventSink(Protocol):
+    """Where a controller reports an event (an EventRecorder; a test's fake)."""
+
+    def event(
+        self, regarding: JSONObj, type_: EventType, reason: str, note: str, *, action: str = "Reconcile"
+    ) -> None: ...
 
 
 def object_reference(resource: Resource, obj: JSONObj) -> JSONObj:

@@ -45,6 +45,21 @@ class Card:
     mode: int
     sliceable: bool
 
+    @property
+    def free(self) -> bool:
+        """Untouched: a whole card's units left (an exclusive request can take it)."""
+        return self.remaining >= RESOURCE_MAX_UNITS
+
+    @property
+    def shareable(self) -> bool:
+        """Owner shares can be taken from it: free, or already held Shared."""
+        return self.free or self.mode == DeviceAllocationMode.SHARED
+
+    @property
+    def sliceable_now(self) -> bool:
+        """Slices can be taken from it: a logically sliceable card, free or already held Sliced."""
+        return self.sliceable and (self.free or self.mode == DeviceAllocationMode.SLICED)
+
 
 @dataclass(frozen=True)
 class View:
@@ -106,8 +121,8 @@ def _sliceable_groups(devices: Mapping[str, Any]) -> set[str]:
     return keys
 
 
-def pool_cards(devices: Mapping[str, Any], group: str) -> list[Card]:
-    """The ledger rows of the pool's cards (group key `<mfr>-<id>`) on one node; none before the ledger."""
+def pool_card_rows(devices: Mapping[str, Any], group: str) -> list[tuple[str, Card]]:
+    """(card ID, ledger row) of the pool's cards (group `<mfr>-<id>`) on one node; none before the ledger."""
     sliceable = group in _sliceable_groups(devices)
     cards = []
     for entry in _entries(_dict(devices.get("status")).get("groups"), "status.groups"):
@@ -116,8 +131,25 @@ def pool_cards(devices: Mapping[str, Any], group: str) -> list[Card]:
         for n, row in enumerate(_entries(entry.get("accelerators"), f"status.groups[{group}].accelerators")):
             where = f"status.groups[{group}].accelerators[{n}]"
             remaining = _int(row.get("remaining", 0), f"{where}.remaining")
-            cards.append(Card(remaining, _int(row.get("mode", 0), f"{where}.mode"), sliceable))
+            card = Card(remaining, _int(row.get("mode", 0), f"{where}.mode"), sliceable)
+            cards.append((str(row.get("id", n)), card))
     return cards
+
+
+def pool_cards(devices: Mapping[str, Any], group: str) -> list[Card]:
+    """The ledger rows of the pool's cards (group key `<mfr>-<id>`) on one node; none before the ledger."""
+    return [card for _, card in pool_card_rows(devices, group)]
+
+
+def unhealthy_cards(devices: Mapping[str, Any], group: str) -> set[str]:
+    """IDs of the pool's cards the device manager reports unhealthy (spec.groups[].accelerators[].status)."""
+    found = set()
+    for entry in _dicts(_dict(devices.get("spec")).get("groups")):
+        if accelerator_key(str(entry.get("manufacturer")), str(entry.get("id"))) == group:
+            for acc in _dicts(entry.get("accelerators")):
+                if _dict(acc.get("status")).get("unhealthy") is True:
+                    found.add(str(acc.get("id")))
+    return found
 
 
 def accelerator_views(nodes: Iterable[Sequence[Card]]) -> AcceleratorViews:
@@ -127,11 +159,10 @@ def accelerator_views(nodes: Iterable[Sequence[Card]]) -> AcceleratorViews:
     for node in nodes:
         node_free = node_shares = 0
         for card in node:
-            available = card.remaining >= RESOURCE_MAX_UNITS
-            node_free += available
-            if available or card.mode == DeviceAllocationMode.SHARED:
+            node_free += card.free
+            if card.shareable:
                 node_shares += card.remaining // SHARED_UNITS
-            if card.sliceable and (available or card.mode == DeviceAllocationMode.SLICED):
+            if card.sliceable_now:
                 card_percent = card.remaining // MEMORY_PERCENT_UNITS
                 percent += card_percent
                 most_percent = max(most_percent, card_percent)

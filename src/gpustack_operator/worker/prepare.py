@@ -7,7 +7,10 @@ awaited until Established, because an informer on a CRD that is not Established 
 admin set (settings.secret computes the patch; a concurrent writer makes it conflict and we re-read);
 the `gpustack-cpu-info` NodeFeatureRule is server-side applied, so NFD annotates every node with its CPU
 details and labels the nodes without an accelerator (nodefeature.cpuinforule). NFD must be installed
-first: without its CRDs the step fails with that instruction. The spec's other steps (extension API
+first: without its CRDs the step fails with that instruction. The `gpustack-node-devices` AdmissionCheck
+is server-side applied after that (Kueue's CRDs are installed at run time, so the chart cannot ship it);
+the body carries no finalizers, so Kueue's own stays Kueue's, and the node-devices controllers keep it
+Active. Kueue must be installed first, likewise. The spec's other steps (extension API
 services, webhook configurations, applications) join here, in order.
 """
 
@@ -17,6 +20,7 @@ import logging
 from collections.abc import Mapping
 
 from gpustack_operator.api.crds import custom_resource_definitions
+from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK, NODE_DEVICES_CONTROLLER_NAME
 from gpustack_operator.kube import definitions, errors, resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.nodefeature.cpuinforule import cpu_info_rule
@@ -24,7 +28,14 @@ from gpustack_operator.nodefeature.manufacturers import manufacturers
 from gpustack_operator.settings import secret
 from gpustack_operator.settings.environment import Environment
 
-__all__ = ["PrepareError", "initialize_settings", "install_crds", "install_node_feature_rule", "prepare"]
+__all__ = [
+    "PrepareError",
+    "initialize_settings",
+    "install_admission_check",
+    "install_crds",
+    "install_node_feature_rule",
+    "prepare",
+]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +57,7 @@ async def prepare(
     await install_crds(client, timeout=crd_timeout)
     await initialize_settings(client, namespace, settings)
     await install_node_feature_rule(client)
+    await install_admission_check(client)
 
 
 async def install_crds(client: Client, *, timeout: float) -> None:
@@ -93,3 +105,19 @@ async def install_node_feature_rule(client: Client) -> None:
             "(nodefeaturerules.nfd.k8s-sigs.io); install Node Feature Discovery first"
         ) from e
     log.info("Prepare: applied NodeFeatureRule %s", rule["metadata"]["name"])
+
+
+async def install_admission_check(client: Client) -> None:
+    """Server-side apply the `gpustack-node-devices` AdmissionCheck (no finalizers: those are Kueue's)."""
+    check = {
+        "metadata": {"name": NODE_DEVICES_ADMISSION_CHECK},
+        "spec": {"controllerName": NODE_DEVICES_CONTROLLER_NAME},
+    }
+    try:
+        await client.apply(resources.ADMISSION_CHECKS, check)
+    except errors.NotFound as e:
+        raise PrepareError(
+            f"cannot apply AdmissionCheck {NODE_DEVICES_ADMISSION_CHECK}: Kueue's CRDs are not installed "
+            "(admissionchecks.kueue.x-k8s.io); install Kueue first"
+        ) from e
+    log.info("Prepare: applied AdmissionCheck %s", NODE_DEVICES_ADMISSION_CHECK)

@@ -53,7 +53,12 @@ class _Worker:
     """The parts of a running worker, wired once; `setup` starts them under the main supervisor."""
 
     def __init__(
-        self, client: Client, options: WorkerOptions, environment: Environment, settings: Mapping[str, str]
+        self,
+        client: Client,
+        options: WorkerOptions,
+        environment: Environment,
+        settings: Mapping[str, str],
+        metrics: Metrics,
     ) -> None:
         self.client = client
         self.options = options
@@ -69,7 +74,7 @@ class _Worker:
             InformerFactory(client),
             elector=elector,
             recorder=EventRecorder(client, instance=self.identity),
-            metrics=Metrics(),
+            metrics=metrics,
         )
         self.controllers = setup_controllers(self.manager, client=client, environment=environment)
 
@@ -105,9 +110,15 @@ class _Worker:
 
 async def run(options: WorkerOptions, environment: Environment, settings: Mapping[str, str]) -> int:
     """Run the worker until SIGTERM/SIGINT; returns the process exit code."""
-    client = await connect(options.kubeconfig, qps=options.kube_api_qps, burst=options.kube_api_burst)
+    metrics = Metrics()
+    client = await connect(
+        options.kubeconfig,
+        qps=options.kube_api_qps,
+        burst=options.kube_api_burst,
+        observer=metrics.observe_request,
+    )
     try:
-        worker = _Worker(client, options, environment, settings)
+        worker = _Worker(client, options, environment, settings, metrics)
         return await run_until_signal(worker.setup)
     finally:
         await client.close()

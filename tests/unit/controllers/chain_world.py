@@ -23,6 +23,7 @@ from gpustack_operator.controllers.spec import ControllerFactory
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import FIELD_MANAGER, MERGE_PATCH
 from gpustack_operator.kube.resources import SECRETS, Resource
+from gpustack_operator.kube.store import object_key
 from gpustack_operator.settings.environment import Environment
 from tests.unit.runtime.helpers import eventually, yield_to_loop
 
@@ -32,6 +33,23 @@ from .writes import RecordingClient, merge_patch
 SYSTEM = "gpustack-system"
 DELETED_AT = "2025-01-01T00:00:00Z"
 JSONObj = dict[str, Any]
+
+
+_LIST_MAP_KEYS = ("name", "type")
+"""The keys the list-maps of the status fields these controllers apply are keyed by."""
+
+
+def apply_merge(current: Any, applied: Any) -> Any:
+    """Server-side apply's merge, as far as these tests need: objects recursively, list-maps by key."""
+    if isinstance(current, dict) and isinstance(applied, dict):
+        return {**current, **{k: apply_merge(current.get(k), v) for k, v in applied.items()}}
+    if isinstance(current, list) and isinstance(applied, list):
+        key = next((k for k in _LIST_MAP_KEYS if all(isinstance(e, dict) and k in e for e in applied)), None)
+        if key is not None and applied:
+            mine = {e[key]: e for e in applied}
+            kept = [apply_merge(e, mine.pop(e[key])) if e.get(key) in mine else e for e in current]
+            return [*kept, *mine.values()]
+    return copy.deepcopy(applied)
 
 
 class ChainClient(RecordingClient):
@@ -69,6 +87,30 @@ class ChainClient(RecordingClient):
         if updated["metadata"].get("deletionTimestamp") and not updated["metadata"].get("finalizers"):
             self.informers.informer(res).delete(updated)  # type: ignore[union-attr]
         return updated
+
+    async def apply(
+        self,
+        res: Resource,
+        obj: JSONObj,
+        *,
+        field_manager: str = FIELD_MANAGER,
+        force: bool = True,
+        subresource: str | None = None,
+    ) -> JSONObj:
+        """A status apply: only status changes, list-maps merge by key, resourceVersion is a precondition."""
+        if subresource != "status":
+            return await super().apply(res, obj, field_manager=field_manager, force=force)
+        key = object_key(obj)
+        self._record("apply/status", res, key, obj, field_manager)
+        current = self._cached(res, key)
+        if current is None:
+            raise errors.NotFound(status=404, reason="NotFound", message=f"{key} not found")
+        wanted = obj["metadata"].get("resourceVersion")
+        if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
+            raise errors.Conflict(status=409, reason="Conflict", message=f"{key} changed since {wanted}")
+        updated = copy.deepcopy(current)
+        updated["status"] = apply_merge(current.get("status") or {}, obj.get("status") or {})
+        return self._echo(res, updated)
 
     async def delete(
         self,

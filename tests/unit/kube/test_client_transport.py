@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from gpustack_operator.kube import errors, patches, resources
-from gpustack_operator.kube.client import JSON_PATCH, MERGE_PATCH, Client, connect
+from gpustack_operator.kube.client import JSON_PATCH, MERGE_PATCH, Client, connect, resource_of
 from gpustack_operator.kube.watch import watch
 from gpustack_operator.runtime import Backoff, TokenBucket
 
@@ -262,3 +262,47 @@ async def test_connect_names_a_missing_kubeconfig_instead_of_a_library_traceback
     broken.write_text("apiVersion: v1\nkind: Config\n")
     with pytest.raises(errors.KubeConfigError, match=f"cannot use kubeconfig {broken}"):
         await connect(broken)
+
+
+@pytest.mark.parametrize(
+    ("path", "want"),
+    [
+        ("/api/v1/nodes/n1", "nodes"),
+        ("/api/v1/nodes/n1/status", "nodes/status"),
+        ("/api/v1/namespaces/ns/configmaps", "configmaps"),
+        ("/api/v1/namespaces/ns/configmaps/a?watch=true", "configmaps"),
+        ("/api/v1/namespaces/ns", "namespaces"),
+        ("/api/v1/namespaces", "namespaces"),
+        ("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/q/status", "clusterqueues/status"),
+        ("/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/s/nodefeatures/n-gpustack-worker", "nodefeatures"),
+        ("/version", "other"),
+    ],
+)
+def test_a_request_path_names_its_resource_for_the_request_count(path: str, want: str) -> None:
+    assert resource_of(path) == want
+
+
+async def test_the_observer_hears_every_attempt_and_every_watch_with_its_answer() -> None:
+    heard: list[tuple[str, str, int]] = []
+    http = ScriptedHttp(
+        FakeResponse(503, status(503, "ServiceUnavailable")),
+        FakeResponse(200, {"metadata": {"name": "a"}}),
+        FakeResponse(404, status(404, "NotFound")),
+        aiohttp.ClientOSError(111, "Connect call failed"),
+        watch_answer(line("ADDED", "11")),
+    )
+    kube = Client(
+        http, 3, backoff=Backoff(base=1, cap=4), clock=RecordingClock(), observer=lambda *a: heard.append(a)
+    )
+    await kube.patch(CM, "a", {"data": {}}, namespace="ns")  # refused once, then accepted
+    assert await kube.get_or_none(resources.NODES, "n1") is None
+    with pytest.raises(errors.Unavailable):
+        await events_of(kube)  # the server is down: no answer
+    assert await events_of(kube) == [("ADDED", "11")]
+    assert heard == [
+        ("PATCH", "configmaps", 503),
+        ("PATCH", "configmaps", 200),
+        ("GET", "nodes", 404),
+        ("WATCH", "configmaps", 0),
+        ("WATCH", "configmaps", 200),
+    ]

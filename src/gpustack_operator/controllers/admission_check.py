@@ -1,0 +1,156 @@
+"""NodeDevicesAdmission: Kueue admits a workload only when its Pods can really be placed on the pool's cards.
+
+Kueue counts a pool's cards as one scalar of credits, so it would admit a 5-card exclusive Pod on a pool
+whose 8 cards are each half sliced, and the Pod would sit unschedulable. The `gpustack-node-devices`
+AdmissionCheck closes that gap (contract §7.9; shared/guides/kueue-api.md §6): for a Workload holding
+quota, not admitted, not finished, not evicted, active, whose checks include ours, the demand is read
+from its podSets (nodefeature.carddemand), the candidate cards are the Devices ledgers of each assigned
+flavor's nodes (controllers.admission_pool), less the cards promised to workloads passed earlier
+(nodefeature.promises), and every Pod must be placed whole on one node (nodefeature.placement). The check
+is then Ready, or Retry with `requeueAfterSeconds: 30`: Kueue keeps the reservation 30 s, then evicts and
+requeues, unless a Devices change of the pool made us say Ready meanwhile. Never Rejected.
+
+Why deciding from the informer cache is safe: the cache can only lag the ledger, and the ledger lags the
+Pods. A lagging view of freed capacity only delays a Ready (a Retry is retried). A lagging view of taken
+capacity would over-admit, but every card consumer in a pool is a Pod admitted through this check, which
+holds a promise on its cards until the cached ledger itself shows them consumed (promise and release are
+judged on the same informer's versions, in order); a fresh API read would not help, as the ledger written
+by the device manager lags the Pods just the same. Decisions run one at a time (one worker), so no two
+read the book before either writes it.
+
+The state is written with server-side apply on the status subresource, field manager
+`gpustack-node-devices`, force (Kueue's managers own the list too), only our entry, carrying the
+resourceVersion it was decided on (a stale decision fails with 409 and is made again); its
+lastTransitionTime moves only with the state, and nothing is written when nothing changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Final
+
+from gpustack_operator.api.conditions import is_true, rfc3339
+from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK as CHECK
+from gpustack_operator.api.types.kueue_workload import CheckState, WorkloadCondition
+from gpustack_operator.controllers import indexers
+from gpustack_operator.controllers.admission_pool import flavor_cards, waiting_on_devices
+from gpustack_operator.controllers.cache import Cache
+from gpustack_operator.controllers.predicates import JSONObj
+from gpustack_operator.controllers.rbac import Rule
+from gpustack_operator.controllers.reconciler import DONE, Result
+from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
+from gpustack_operator.controllers.watches import for_, mapped, reads
+from gpustack_operator.kube import errors
+from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.resources import DEVICES, RESOURCE_FLAVORS, WORKLOADS
+from gpustack_operator.nodefeature.carddemand import workload_demand
+from gpustack_operator.nodefeature.placement import READY_MESSAGE, RETRY_MESSAGE, Ask, Placement, place
+from gpustack_operator.nodefeature.promises import Promises
+from gpustack_operator.nodefeature.views import Card
+
+log = logging.getLogger(__name__)
+
+NAME = "node-devices-admission"
+FIELD_MANAGER: Final = "gpustack-node-devices"
+RETRY_AFTER_SECONDS: Final = 30
+
+
+def own_entry(wl: JSONObj) -> dict[str, Any] | None:
+    """Our entry of status.admissionChecks, or None when the workload's queue does not use the check."""
+    entries = (wl.get("status") or {}).get("admissionChecks") or ()
+    return next((e for e in entries if isinstance(e, dict) and e.get("name") == CHECK), None)
+
+
+def holds_reservation(wl: JSONObj) -> bool:
+    """Quota reserved, and not finished, evicted, being deactivated, deleted or inactive."""
+    if (wl.get("metadata") or {}).get("deletionTimestamp") or (wl.get("spec") or {}).get("active") is False:
+        return False
+    gone = (WorkloadCondition.FINISHED, WorkloadCondition.EVICTED, WorkloadCondition.DEACTIVATION_TARGET)
+    return is_true(wl, WorkloadCondition.QUOTA_RESERVED) and not any(is_true(wl, c) for c in gone)
+
+
+def desired_entry(ready: bool) -> dict[str, Any]:
+    """Our entry's state and message (no transition time) for a decision."""
+    if ready:
+        return {"name": CHECK, "state": CheckState.READY.value, "message": READY_MESSAGE}
+    return {
+        "name": CHECK,
+        "state": CheckState.RETRY.value,
+        "message": RETRY_MESSAGE,
+        "requeueAfterSeconds": RETRY_AFTER_SECONDS,
+    }
+
+
+class NodeDevicesAdmissionReconciler:
+    def __init__(
+        self,
+        client: Client,
+        cache: Cache,
+        now: Callable[[], datetime],
+        clock: Callable[[], float] = time.monotonic,
+        promises: Promises | None = None,
+    ) -> None:
+        self.client, self.cache, self.now, self.clock = client, cache, now, clock
+        self.promises = promises if promises is not None else Promises()
+
+    async def reconcile(self, key: str) -> Result:
+        wl = self.cache.get(WORKLOADS, key)
+        if wl is None or not holds_reservation(wl):
+            self.promises.drop(key)
+            return DONE
+        entry = own_entry(wl)
+        if entry is None or is_true(wl, WorkloadCondition.ADMITTED) or entry.get("state") == CheckState.READY:
+            return DONE
+        placement, ledger = self._decide(wl, key)
+        desired = desired_entry(placement is not None)
+        if all(entry.get(k) == v for k, v in desired.items()):
+            return DONE
+        same = entry.get("state") == desired["state"] and entry.get("lastTransitionTime")
+        desired["lastTransitionTime"] = entry["lastTransitionTime"] if same else rfc3339(self.now())
+        meta = {k: wl["metadata"][k] for k in ("name", "namespace", "resourceVersion")}
+        body = {"metadata": meta, "status": {"admissionChecks": [desired]}}
+        if placement is not None:
+            self.promises.hold(key, placement, ledger, self.clock())
+        try:
+            await self.client.apply(WORKLOADS, body, field_manager=FIELD_MANAGER, subresource="status")
+        except errors.NotFound:
+            self.promises.drop(key)
+            return DONE
+        except Exception:
+            self.promises.drop(key)
+            raise
+        log.info("workload=%s check %s: %s", key, desired["state"], desired["message"])
+        return DONE
+
+    def _decide(self, wl: JSONObj, key: str) -> tuple[Placement | None, dict[str, dict[str, Card]]]:
+        """Where the workload's Pods go on the cards not promised to others (None: some Pod fits nowhere)."""
+        asks: list[Ask] = []
+        ledger: dict[str, dict[str, Card]] = {}
+        for demand in workload_demand(wl):
+            cards = flavor_cards(self.cache, demand.flavor)
+            for node, rows in cards.items():
+                ledger.setdefault(node, {}).update(rows)
+            asks.append(Ask(demand.count, demand.needs, tuple(cards)))
+        return place(asks, self.promises.against(ledger, self.clock(), skip=key)), ledger
+
+
+def _uses_check(old: JSONObj | None, new: JSONObj | None) -> bool:
+    return any(obj is not None and own_entry(obj) is not None for obj in (old, new))
+
+
+def controller(deps: Dependencies) -> ControllerSpec:
+    return ControllerSpec(
+        name=NAME,
+        reconciler=NodeDevicesAdmissionReconciler(deps.client, deps.cache, deps.now),
+        primary=for_(WORKLOADS, _uses_check),
+        watches=(mapped(DEVICES, waiting_on_devices(deps.cache)), reads(RESOURCE_FLAVORS)),
+        indexes=(
+            indexers.WORKLOADS_WAITING_BY_FLAVOR,
+            indexers.DEVICES_BY_POOL,
+            indexers.RESOURCE_FLAVORS_BY_POOL,
+        ),
+        rbac=(Rule.of(WORKLOADS, "patch", subresource="status"),),
+    )

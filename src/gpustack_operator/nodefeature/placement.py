@@ -1,0 +1,105 @@
+"""Can every Pod of a Workload be placed whole on one node's cards? The per-card admission decision; pure.
+
+The original check counted cards across the whole pool ("#cards with remaining >= demand >= count"), so 3
+free cards on one node and 2 on another passed a 5-card Pod that no node can ever host. A Pod's cards all
+come from one node (the kubelet allocates them), so here each Pod of each podSet is placed whole on one of
+its candidate nodes (Pods of one podSet may use different nodes), consuming the cards it takes before the
+next Pod is placed. A card accepts a need by the same rules as the InstanceType's views (nodefeature.views):
+exclusive takes a free card; a share takes 160,000 units of a free or Shared card; a slice takes its units
+of a free or Sliced card that is logically sliceable; one Pod never takes two needs from one card.
+
+Placement is a bin-packing heuristic (largest Pods first, each on the node it leaves tightest, each need on
+the card it fits tightest, cards already in its mode first, as the device plugin's preference packs): a
+"yes" always comes with a placement that exists, so Ready never promises the impossible; a "no" may
+rarely miss a packing an exhaustive search would find, which costs a retry, never a stuck Pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from gpustack_operator.api.types.devices import DeviceAllocationMode
+from gpustack_operator.nodefeature.carddemand import CardNeed
+from gpustack_operator.nodefeature.podslices import CardMode
+from gpustack_operator.nodefeature.views import Card
+
+__all__ = ["READY_MESSAGE", "RETRY_MESSAGE", "Ask", "Ledger", "Placement", "accepts", "place", "take"]
+
+READY_MESSAGE: Final = "the assigned flavor pool has enough free cards to place the request"
+RETRY_MESSAGE: Final = (
+    "no node in the assigned flavor pool currently has enough free cards; will retry as capacity frees"
+)
+
+Ledger = Mapping[str, Mapping[str, Card]]
+"""Node (Devices name) -> card ID -> its ledger row: the usable cards of the candidate nodes."""
+Placement = dict[str, dict[str, CardNeed]]
+"""Node -> card ID -> what the placed Pods take from it (one mode per card, units summed)."""
+
+_HELD_AS: Final = {
+    CardMode.EXCLUSIVE: DeviceAllocationMode.EXCLUSIVE,
+    CardMode.SHARED: DeviceAllocationMode.SHARED,
+    CardMode.SLICED: DeviceAllocationMode.SLICED,
+}
+
+
+@dataclass(frozen=True)
+class Ask:
+    """`count` Pods of one podSet, each needing `needs` on one of `nodes`."""
+
+    count: int
+    needs: tuple[CardNeed, ...]
+    nodes: tuple[str, ...]
+
+
+def accepts(card: Card, need: CardNeed) -> bool:
+    """The card can give the need now (the views' rules)."""
+    if need.mode is CardMode.EXCLUSIVE:
+        return card.free
+    if need.mode is CardMode.SHARED:
+        return card.shareable and card.remaining >= need.units
+    return card.sliceable_now and card.remaining >= need.units
+
+
+def take(card: Card, need: CardNeed) -> Card:
+    """The card after the need is taken from it."""
+    return replace(card, remaining=max(card.remaining - need.units, 0), mode=_HELD_AS[need.mode])
+
+
+def _fit(cards: Mapping[str, Card], needs: Sequence[CardNeed]) -> dict[str, CardNeed] | None:
+    """Distinct cards of one node for every need of one Pod, tightest first; None when they do not fit."""
+    chosen: dict[str, CardNeed] = {}
+    for need in sorted(needs, key=lambda n: -n.units):
+        fitting = [(card.free, card.remaining, cid) for cid, card in cards.items() if cid not in chosen]
+        best = min((f for f in fitting if accepts(cards[f[2]], need)), default=None)
+        if best is None:
+            return None
+        chosen[best[2]] = need
+    return chosen
+
+
+def _spare(cards: Mapping[str, Card]) -> int:
+    return sum(card.remaining for card in cards.values())
+
+
+def place(asks: Sequence[Ask], ledger: Ledger) -> Placement | None:
+    """Where every Pod of every ask goes (see the module docstring), or None when some Pod fits nowhere."""
+    state = {node: dict(cards) for node, cards in ledger.items()}
+    placement: Placement = {}
+    for ask in sorted(asks, key=lambda a: -sum(n.units for n in a.needs)):
+        for _ in range(ask.count):
+            options = []
+            for node in sorted(set(ask.nodes) & state.keys()):
+                fit = _fit(state[node], ask.needs)
+                if fit is not None:
+                    spare = _spare(state[node]) - sum(n.units for n in fit.values())
+                    options.append((spare, node, fit))
+            if not options:
+                return None
+            _, node, fit = min(options, key=lambda o: (o[0], o[1]))
+            for cid, need in fit.items():
+                state[node][cid] = take(state[node][cid], need)
+                held = placement.setdefault(node, {}).get(cid)
+                placement[node][cid] = need if held is None else replace(held, units=held.units + need.units)
+    return placement
