@@ -48,7 +48,7 @@ def test_every_flag_is_parsed() -> None:
     assert args.log_level == "debug"
 
 
-def test_help_documents_every_flag_and_says_no_scheduling_controllers_yet(
+def test_help_documents_every_flag_says_what_the_controllers_build_and_what_is_not_built(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pytest.raises(SystemExit):
@@ -65,7 +65,8 @@ def test_help_documents_every_flag_and_says_no_scheduling_controllers_yet(
         "--log-level",
     ):
         assert flag in text
-    assert "No scheduling controllers are registered yet" in text
+    assert "ResourceFlavor per node flavor, one ClusterQueue and InstanceType per hardware pool" in text
+    assert "The aggregated API, the webhooks and Instances are not built yet" in text
 
 
 @pytest.mark.parametrize(

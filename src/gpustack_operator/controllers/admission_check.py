@@ -8,7 +8,13 @@ from its podSets (nodefeature.carddemand), the candidate cards are the Devices l
 flavor's nodes (controllers.admission_pool), less the cards promised to workloads passed earlier
 (nodefeature.promises), and every Pod must be placed whole on one node (nodefeature.placement). The check
 is then Ready, or Retry with `requeueAfterSeconds: 30`: Kueue keeps the reservation 30 s, then evicts and
-requeues, unless a Devices change of the pool made us say Ready meanwhile. Never Rejected.
+requeues, unless a Devices change of the pool made us say Ready meanwhile. Never Rejected. Kueue v0.17
+acts on that Ready only once the 30 s are up (its workload reconciler returns early while `requeueAt` is in
+the future), so a Retry turned Ready waits out the rest of its 30 s.
+
+The promise book lives in memory: a workload seen Ready but not admitted yet with no promise in the book
+(after a worker restart, the first sync brings every such workload here) has its cards planned and
+promised again, without a write, so a restart does not give its cards to the next workload.
 
 Why deciding from the informer cache is safe: the cache can only lag the ledger, and the ledger lags the
 Pods. A lagging view of freed capacity only delays a Ready (a Retry is retried). A lagging view of taken
@@ -102,7 +108,11 @@ class NodeDevicesAdmissionReconciler:
             self.promises.drop(key)
             return DONE
         entry = own_entry(wl)
-        if entry is None or is_true(wl, WorkloadCondition.ADMITTED) or entry.get("state") == CheckState.READY:
+        if entry is None or is_true(wl, WorkloadCondition.ADMITTED):
+            return DONE
+        if entry.get("state") == CheckState.READY:
+            if key not in self.promises:
+                self._promise_again(wl, key)
             return DONE
         placement, ledger = self._decide(wl, key)
         desired = desired_entry(placement is not None)
@@ -124,6 +134,14 @@ class NodeDevicesAdmissionReconciler:
             raise
         log.info("workload=%s check %s: %s", key, desired["state"], desired["message"])
         return DONE
+
+    def _promise_again(self, wl: JSONObj, key: str) -> None:
+        """A Ready workload Kueue has not admitted yet, with no promise in the book (the worker restarted,
+        or its promise ran out): its cards are planned and promised again, nothing is written."""
+        placement, ledger = self._decide(wl, key)
+        if placement is not None:
+            self.promises.hold(key, placement, ledger, self.clock())
+            log.info("workload=%s check Ready, not admitted yet: its cards promised again", key)
 
     def _decide(self, wl: JSONObj, key: str) -> tuple[Placement | None, dict[str, dict[str, Card]]]:
         """Where the workload's Pods go on the cards not promised to others (None: some Pod fits nowhere)."""

@@ -6,6 +6,11 @@ keys and interpret the outcome: success forgets the key's backoff, `requeue_afte
 an exception requeues it with backoff (conflicts quietly, others with a traceback the first time), and a
 `TerminalError` is logged, recorded as a Warning Event on the object and not retried.
 
+Events of a throttled watch (controllers.watches) enqueue a key at once when the watch has not done so
+within its period, and otherwise when the period is over; the queue collapses the events in between. What
+an admin does to a primary object (create, delete, a spec change) is never held back, only the churn of
+its status and labels.
+
 A controller runs only while its manager leads. Events that arrive while it is stopped are dropped, and
 every start replays all cached objects of every watch, which is what a level-based reconciler needs.
 """
@@ -53,6 +58,8 @@ class Controller:
         self._drain_grace = drain_grace
         self._queue: WorkQueue[str] | None = None
         self._fenced = False
+        self._throttled: dict[str, float] = {}
+        """key -> when a throttled watch may next enqueue it at once."""
         for watch, informer in sources:
             informer.add_handler(_Enqueuer(self, watch))
 
@@ -69,6 +76,7 @@ class Controller:
         queue = self._queue
         if queue is None or not watch.accepts(old, new):
             return
+        urgent = watch.throttle > 0 and watch is self.spec.primary and _urgent(old, new)
         for obj in (old, new):
             if obj is None:
                 continue
@@ -78,7 +86,21 @@ class Controller:
                 log.exception("Controller %s: key function of %s failed", self.name, watch.resource.kind)
                 continue
             for key in keys:
-                queue.add(key)
+                if watch.throttle > 0:
+                    self._add_throttled(queue, key, watch.throttle, urgent)
+                else:
+                    queue.add(key)
+
+    def _add_throttled(self, queue: WorkQueue[str], key: str, period: float, urgent: bool) -> None:
+        now = self._clock.now()
+        allowed = self._throttled.get(key, now)
+        if urgent or now >= allowed:
+            queue.add(key)
+            self._throttled[key] = now + period
+        else:
+            queue.add_after(key, allowed - now)  # a later event in this period joins the same add
+        if len(self._throttled) > 4096:
+            self._throttled = {k: t for k, t in self._throttled.items() if t > now}
 
     async def run(self) -> None:
         """Reconcile until cancelled; on the way out let reconciles in flight finish (unless fenced)."""
@@ -159,6 +181,16 @@ class Controller:
         if self._recorder is not None and obj is not None:
             ref = object_reference(self.spec.primary.resource, obj)
             self._recorder.event(ref, "Warning", error.reason, str(error))
+
+
+def _urgent(old: JSONObj | None, new: JSONObj | None) -> bool:
+    """The object was created or deleted, is being deleted, or its spec changed (generation)."""
+    if old is None or new is None:
+        return True
+    before, after = old.get("metadata") or {}, new.get("metadata") or {}
+    if after.get("deletionTimestamp") and not before.get("deletionTimestamp"):
+        return True
+    return before.get("generation") != after.get("generation")
 
 
 class _Enqueuer:

@@ -193,10 +193,10 @@ def controller(deps: Dependencies) -> ControllerSpec:
     return ControllerSpec(
         name=NAME,
         reconciler=InstanceTypeReconciler(deps.client, deps.cache, settings),
-        primary=for_(INSTANCE_TYPES),
+        primary=for_(INSTANCE_TYPES, throttle=deps.throttle),
         watches=(
-            mapped(CLUSTER_QUEUES, same_name_if_owned),
-            mapped(DEVICES, queues_of_devices(deps.cache)),
+            mapped(CLUSTER_QUEUES, same_name_if_owned, throttle=deps.throttle),
+            mapped(DEVICES, queues_of_devices(deps.cache), throttle=deps.throttle),
             settings.changes(every(deps.cache, INSTANCE_TYPES)),
         ),
         indexes=(indexers.CLUSTER_QUEUES_BY_POOL, indexers.DEVICES_BY_POOL),

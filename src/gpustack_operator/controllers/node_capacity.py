@@ -16,7 +16,7 @@ from typing import Any
 from gpustack_operator.controllers.cache import Cache
 from gpustack_operator.controllers.rbac import Rule
 from gpustack_operator.controllers.reconciler import DONE, Result
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
+from gpustack_operator.controllers.spec import PER_NODE_WORKERS, ControllerSpec, Dependencies
 from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.informer import object_key
@@ -59,4 +59,5 @@ def controller(deps: Dependencies) -> ControllerSpec:
         primary=for_(NODES),
         watches=(mapped(DEVICES, same_name),),
         rbac=(Rule.of(NODES, "patch", subresource="status"),),
+        concurrency=PER_NODE_WORKERS,
     )

@@ -21,7 +21,7 @@ from gpustack_operator.controllers.node_capacity import same_name
 from gpustack_operator.controllers.problems import ProblemReporter
 from gpustack_operator.controllers.rbac import Rule
 from gpustack_operator.controllers.reconciler import DONE, Result
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
+from gpustack_operator.controllers.spec import PER_NODE_WORKERS, ControllerSpec, Dependencies
 from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import DEVICES, NODES
@@ -80,4 +80,5 @@ def controller(deps: Dependencies) -> ControllerSpec:
         primary=for_(DEVICES),
         watches=(mapped(NODES, same_name),),
         rbac=(Rule.of(DEVICES, "patch"),),
+        concurrency=PER_NODE_WORKERS,
     )

@@ -23,7 +23,7 @@ from gpustack_operator.controllers.problems import ProblemReporter
 from gpustack_operator.controllers.rbac import Rule
 from gpustack_operator.controllers.reconciler import DONE, Result
 from gpustack_operator.controllers.settingsview import SettingsView
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
+from gpustack_operator.controllers.spec import PER_NODE_WORKERS, ControllerSpec, Dependencies
 from gpustack_operator.controllers.watches import for_, owns
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import NODE_FEATURES, NODES
@@ -89,4 +89,5 @@ def controller(deps: Dependencies) -> ControllerSpec:
         primary=for_(NODES),
         watches=(reconciler.features, settings.changes(every(deps.cache, NODES))),
         rbac=(Rule.of(NODE_FEATURES, "get", "create", "patch"),),
+        concurrency=PER_NODE_WORKERS,
     )

@@ -155,9 +155,13 @@ def controller(deps: Dependencies) -> ControllerSpec:
     return ControllerSpec(
         name="node-flavor",
         reconciler=NodeFlavorReconciler(deps.client, deps.cache, settings),
-        primary=for_(RESOURCE_FLAVORS, any_of(generation_changed, labels_changed, annotations_changed)),
+        primary=for_(
+            RESOURCE_FLAVORS,
+            any_of(generation_changed, labels_changed, annotations_changed),
+            throttle=deps.throttle,
+        ),
         watches=(
-            mapped(NODES, node_flavor_names, contribution_changed),
+            mapped(NODES, node_flavor_names, contribution_changed, throttle=deps.throttle),
             settings.changes(all_flavors),
             mapped(INSTANCE_TYPES, all_flavors, derived_type_deleted),
         ),

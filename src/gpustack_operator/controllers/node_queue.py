@@ -153,9 +153,9 @@ def controller(deps: Dependencies) -> ControllerSpec:
     return ControllerSpec(
         name=NAME,
         reconciler=NodeQueueReconciler(deps.client, deps.cache, settings),
-        primary=for_(CLUSTER_QUEUES, _owned_either),
+        primary=for_(CLUSTER_QUEUES, _owned_either, throttle=deps.throttle),
         watches=(
-            mapped(RESOURCE_FLAVORS, queues_of_flavor(deps.cache)),
+            mapped(RESOURCE_FLAVORS, queues_of_flavor(deps.cache), throttle=deps.throttle),
             mapped(ADMISSION_CHECKS, queues_if_node_devices_check(deps.cache)),
             settings.changes(every(deps.cache, CLUSTER_QUEUES, owned_queue)),
         ),

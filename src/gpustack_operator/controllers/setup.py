@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from gpustack_operator.controllers import (
+    admission_check,
+    admission_check_active,
     instance_type,
     node_capacity,
     node_devices,
@@ -41,6 +43,8 @@ CONTROLLERS: tuple[ControllerFactory, ...] = (
     instance_type.controller,
     node_queue.controller,
     node_queue_entrance.controller,
+    admission_check_active.controller,
+    admission_check.controller,
 )
 """The worker's controllers, in registration order; the scheduling chain's reconcilers join here."""
 
@@ -64,10 +68,16 @@ def setup_controllers(
     environment: Environment,
     now: Callable[[], datetime] = utc_now,
     factories: Sequence[ControllerFactory] = CONTROLLERS,
+    throttle: float = 0.0,
 ) -> list[str]:
     """Build and register every controller (before `manager.run()`); returns their names in order."""
     deps = Dependencies(
-        client=client, cache=manager.cache, environment=environment, now=now, recorder=manager.recorder
+        client=client,
+        cache=manager.cache,
+        environment=environment,
+        now=now,
+        recorder=manager.recorder,
+        throttle=throttle,
     )
     names: list[str] = []
     for factory in factories:

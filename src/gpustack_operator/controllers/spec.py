@@ -28,7 +28,11 @@ from gpustack_operator.kube.store import IndexFunc
 from gpustack_operator.runtime import Backoff
 from gpustack_operator.settings.environment import Environment
 
-__all__ = ["ControllerFactory", "ControllerSpec", "Dependencies", "Index", "utc_now"]
+__all__ = ["PER_NODE_WORKERS", "ControllerFactory", "ControllerSpec", "Dependencies", "Index", "utc_now"]
+
+PER_NODE_WORKERS = 4
+"""Workers of a controller keyed by node (one independent write per node): a thousand nodes joining at once
+are then bound by the client's rate limit, not by one round trip after another."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,9 @@ class Dependencies:
     """Wall clock (timezone-aware) for condition transition times; tests pass a fixed one."""
     recorder: EventSink | None = None
     """The manager's event recorder: Warning Events about bad input (controllers.problems)."""
+    throttle: float = 0.0
+    """Seconds the fan-in watches (many objects feeding one key) coalesce their events over (Watch.throttle);
+    the worker sets it, tests leave it at 0 so every event reconciles at once."""
     settings: SettingsView = field(init=False)
     """The settings Secret as every controller reads it (one view, so a bad value is reported once)."""
 

@@ -8,6 +8,13 @@ function and predicates. A kind the reconciler only reads, and whose changes nee
 with `reads`: the manager caches it all the same, so the reconciler reads it from the shared cache
 (controllers.cache) instead of asking kube-apiserver or starting an informer of its own. `ControllerSpec`
 (controllers.spec) bundles the watches with the reconciler.
+
+A watch where many objects feed one key (a thousand nodes joining one ResourceFlavor, eight hundred ledgers
+feeding one InstanceType's views) may `throttle` it: the first event reconciles the key at once, events
+within the next `throttle` seconds join one reconcile at its end, so a burst costs a write or two per
+period instead of one per event, and a lone change is not delayed. The period is per key across the
+controller's throttled watches, so the primary watch of such a controller is throttled too: otherwise the
+event of its own write would reconcile again at once and take in the next few arrivals, write by write.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ class Watch:
     namespace: str | None = None
     label_selector: str | None = None
     field_selector: str | None = None
+    throttle: float = 0.0
+    """Seconds: a key this watch enqueues is reconciled at most about once per period because of it."""
 
     def accepts(self, old: JSONObj | None, new: JSONObj | None) -> bool:
         return all(p(old, new) for p in self.predicates)
@@ -61,9 +70,12 @@ def for_(
     *predicates: Predicate,
     namespace: str | None = None,
     label_selector: str | None = None,
+    throttle: float = 0.0,
 ) -> Watch:
     """The primary kind: every object is its own key."""
-    return Watch(resource, _own_key, predicates, namespace=namespace, label_selector=label_selector)
+    return Watch(
+        resource, _own_key, predicates, namespace=namespace, label_selector=label_selector, throttle=throttle
+    )
 
 
 def owner_keys(owner: Resource) -> KeyFunc:
@@ -92,9 +104,12 @@ def mapped(
     *predicates: Predicate,
     namespace: str | None = None,
     label_selector: str | None = None,
+    throttle: float = 0.0,
 ) -> Watch:
     """Objects that feed the primary: `keys(obj)` names the primaries to reconcile."""
-    return Watch(resource, keys, predicates, namespace=namespace, label_selector=label_selector)
+    return Watch(
+        resource, keys, predicates, namespace=namespace, label_selector=label_selector, throttle=throttle
+    )
 
 
 def _no_keys(obj: JSONObj) -> list[str]:

@@ -27,11 +27,14 @@ DESCRIPTION = """\
 The control-plane process. Prepare (every replica): ensure the system namespace (KUBERNETES_POD_NAMESPACE,
 default gpustack-system), apply the operator's CRDs and wait until they are Established, create the
 gpustack-settings Secret or add the keys it lacks (values already set are never overwritten; first-install
-values come from GPUSTACK_* variables). Start: serve /metrics, /healthz and /readyz, and run the controller
-manager under leader election (Lease <leader-election-id> in the system namespace).
+values come from GPUSTACK_* variables), apply the gpustack-cpu-info NodeFeatureRule and the
+gpustack-node-devices AdmissionCheck. Start: serve /metrics, /healthz and /readyz, and run the controllers
+under leader election (Lease <leader-election-id> in the system namespace).
 
-No scheduling controllers are registered yet: they come with later issues. For now the worker prepares the
-cluster, competes for the lease and serves metrics and probes. SIGTERM stops it cleanly (exit code 0).
+The controllers build the scheduling chain: node capacities and the worker NodeFeature, one Kueue
+ResourceFlavor per node flavor, one ClusterQueue and InstanceType per hardware pool, a LocalQueue per
+namespace, InstanceType status, and the per-card admission check. The aggregated API, the webhooks and
+Instances are not built yet. SIGTERM stops it cleanly (exit code 0).
 """
 
 

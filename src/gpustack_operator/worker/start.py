@@ -33,6 +33,11 @@ __all__ = ["WorkerOptions", "run"]
 
 log = logging.getLogger(__name__)
 
+FAN_IN_THROTTLE = 2.0
+"""Seconds the chain's fan-in watches coalesce events over (controllers.watches): a thousand nodes joining
+in a burst rewrite a ResourceFlavor, its queue and its InstanceType's status about once per period, not
+once per node (tests/bench/bench_chain.py measures it); a lone change still reconciles at once."""
+
 
 @dataclass(frozen=True)
 class WorkerOptions:
@@ -76,7 +81,9 @@ class _Worker:
             recorder=EventRecorder(client, instance=self.identity),
             metrics=metrics,
         )
-        self.controllers = setup_controllers(self.manager, client=client, environment=environment)
+        self.controllers = setup_controllers(
+            self.manager, client=client, environment=environment, throttle=FAN_IN_THROTTLE
+        )
 
     async def setup(self, sup: Supervisor) -> None:
         opts = self.options

@@ -150,6 +150,18 @@ async def test_the_promise_holds_until_the_ledger_shows_the_cards_taken() -> Non
         await w.settle(lambda: state(w, "two") == "Ready")
 
 
+async def test_a_ready_workload_not_admitted_yet_is_promised_its_cards_again_after_a_restart() -> None:
+    async with world(admission_check.controller) as w:
+        # a new controller (empty promise book) finds "one" Ready from before, Kueue not having admitted it
+        await pool(w, free(4, held=4), free(0, held=8))
+        w.put(WORKLOADS, workload("one", 4, state="Ready"))
+        await w.settle()
+        assert w.client.writes == []
+        w.put(WORKLOADS, workload("two", 4))
+        await w.settle(lambda: state(w, "two") == "Retry")
+        assert state(w, "one") == "Ready"
+
+
 async def test_unhealthy_cards_do_not_count() -> None:
     async with world(admission_check.controller) as w:
         w.put(RESOURCE_FLAVORS, a_flavor())

@@ -254,3 +254,36 @@ def test_two_controllers_may_not_share_a_name() -> None:
     manager, _, reconciler, _ = build()
     with pytest.raises(ValueError, match="already registered"):
         manager.add(ControllerSpec("configmaps", reconciler, for_(CM)))
+
+
+async def test_a_throttled_watch_reconciles_a_lone_change_at_once_and_a_burst_once_per_period() -> None:
+    clock = FakeClock()
+    fan_in = mapped(SECRET, lambda s: ["ns/pool"], throttle=1.0)
+    manager, informers, reconciler, _ = build(clock=clock, primary=for_(CM, throttle=1.0), watches=(fan_in,))
+    secrets, pools = informers.informer(SECRET), informers.informer(CM)
+    async with running(manager):
+        await eventually(lambda: reconciler.calls == [])
+        secrets.add(obj("node-0"))
+        await eventually(lambda: reconciler.calls == ["ns/pool"])  # a lone change: at once
+        for n in range(1, 100):  # a burst within the period
+            secrets.add(obj(f"node-{n}"))
+            clock.advance(0.005)
+        await yield_to_loop(50)
+        assert reconciler.calls == ["ns/pool"], "the burst waits for the period to end"
+        clock.advance(0.6)  # the period (1 s from the lone change) is over
+        await eventually(lambda: reconciler.calls == ["ns/pool"] * 2)  # the burst: one reconcile
+        await yield_to_loop(50)
+        clock.advance(10)
+        await yield_to_loop(50)
+        assert reconciler.calls == ["ns/pool"] * 2
+
+        # The primary: its creation and a spec change (generation) at once, status churn throttled.
+        pools.add(obj("pool", rv="1"))
+        await eventually(lambda: reconciler.calls == ["ns/pool"] * 3)
+        pools.add(obj("pool", rv="2", status={"seen": 1}))
+        await yield_to_loop(50)
+        assert len(reconciler.calls) == 3, "a status change within the period waits"
+        pools.add(obj("pool", rv="3", generation=2))
+        await eventually(lambda: len(reconciler.calls) == 4)  # an admin's edit: at once
+        clock.advance(1.0)
+        await eventually(lambda: len(reconciler.calls) == 5)  # the held status change, once
