@@ -651,11 +651,13 @@ async def test_the_default_inventory_builds_exactly_the_documented_chain_and_the
         ("gpustack--intel-6-207-linux-amd64-128c", "128"),
         ("gpustack--amd-25-17-linux-amd64-192c", "384"),
     ]
-    assert (
-        status(built["types"]["gpustack--nvidia-h100-80gb-hbm3-linux-amd64"])["accelerator"]["capacity"]
-        == "16"
-    )
-    assert status(built["types"][CPU_POOL])["cpu"]["capacity"] == "704"
+    # The types' status follows its queue and ledgers (coalesced over the worker's fan-in period).
+    async def views_settled() -> bool:
+        h100 = await kube.get(INSTANCE_TYPES, "gpustack--nvidia-h100-80gb-hbm3-linux-amd64")
+        assert status(h100)["accelerator"]["capacity"] == "16"
+        return await cpu_type_capacity(kube) == 704
+
+    await eventually(views_settled, timeout=LONG, what="the pools' views: 16 H100 cards, 704 CPUs")
 
     # Nothing else built by anyone refers to an inventory node or flavor.
     nodes = await inventory_nodes(kube)
@@ -726,6 +728,16 @@ async def cpu_type_capacity(kube: Client) -> int:
     return int(((status(it).get("cpu") or {}).get("capacity")) or 0)
 
 
+async def settled_cpu_capacity(kube: Client) -> int:
+    """The CPU column once it has caught up with the pool's quota (the type's status follows its queue)."""
+
+    async def settled() -> int | None:
+        total = sum(int(value) for value in (await cpu_pool_quota(kube)).values())
+        return total if await cpu_type_capacity(kube) == total else None
+
+    return await eventually(settled, timeout=LONG, what="the CPU pool's type showing its queue's quota")
+
+
 async def capacity(kube: Client, flavor: str, key: str) -> str | None:
     rf = await kube.get_or_none(RESOURCE_FLAVORS, flavor)
     return None if rf is None else labels(rf).get(f"{key}.capacity")
@@ -735,7 +747,7 @@ async def test_a_node_that_leaves_takes_its_flavor_out_of_the_pool_and_brings_it
     kube = chain.kube
     async with fresh_nodes(chain, "move") as hw:
         flavor, key = hw.cpu_flavor(), G + hw.g_key
-        before = await cpu_type_capacity(kube)
+        before = await settled_cpu_capacity(kube)
 
         async def pool_has(nodes: int) -> bool:
             """The flavor's capacity, the pool's quota and the type's CPU column all count `nodes` x 8."""
