@@ -24,11 +24,11 @@ from typing import Any
 import grpc
 
 from gpustack_operator.device_manager.plugin.api import CHECKPOINT_FILE, HEALTHY, VERSION, pb, rpc
+from gpustack_operator.device_manager.plugin.server import LOCAL_POOL
 from gpustack_operator.runtime import Supervisor
 
 log = logging.getLogger(__name__)
 
-LOCAL_POOL = ("grpc.use_local_subchannel_pool", 1)
 _QUALIFIED = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 
