@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -37,7 +38,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -446,35 +447,30 @@ async def wait_for(
         await asyncio.sleep(interval)
 
 
-async def main(args: argparse.Namespace) -> None:
-    run_dir = Path(tempfile.mkdtemp(prefix="bc-", dir="/tmp"))  # unix socket paths below it must stay short
+@contextlib.asynccontextmanager
+async def control_only_sandbox(prefix: str) -> AsyncIterator[Sandbox]:
+    """A sandbox whose inventory is the one control node (the benchmark adds what it measures)."""
+    run_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # unix socket paths below it must stay short
     inventory = run_dir / "inventory.yaml"
     cpu = CONTROL.cpu
-    inventory.write_text(
-        yaml.safe_dump(
-            {
-                "nodes": [
-                    {
-                        "name": CONTROL.name,
-                        "cpu": {
-                            "vendor": cpu.vendor,
-                            "model": cpu.model,
-                            "family": int(cpu.family),
-                            "id": int(cpu.id),
-                            "cores": cpu.cores,
-                        },
-                        "memory": CONTROL.memory,
-                    }
-                ]
-            }
-        )
-    )
+    control = {
+        "name": CONTROL.name,
+        "cpu": {"vendor": cpu.vendor, "model": cpu.model, "family": int(cpu.family), "id": int(cpu.id)}
+        | {"cores": cpu.cores},
+        "memory": CONTROL.memory,
+    }
+    inventory.write_text(yaml.safe_dump({"nodes": [control]}))
     box = Sandbox(run_dir, inventory_file=inventory, progress=lambda text: print(text, flush=True))
     await box.up()
     try:
-        await run(box, args.rest, args.scale, args.worker_arg)
+        yield box
     finally:
         await box.down()
+
+
+async def main(args: argparse.Namespace) -> None:
+    async with control_only_sandbox("bc-") as box:
+        await run(box, args.rest, args.scale, args.worker_arg)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
 Kueue's own AdmissionCheck controller only manages its finalizer; a check nobody marks `Active=True` makes
 every ClusterQueue naming it inactive (shared/guides/kueue-api.md §5), and the NodeQueue reconciler names
 it only once it is Active. Worker Prepare creates the check; this controller sets, on every check whose
-controllerName is ours, the condition `Active=True` reason `Active` with the generation it saw, as Kueue's
-provisioning controller does for its own. It writes only the status subresource (server-side apply of that
-one condition, so Kueue's concurrent finalizer updates never conflict with it), keeps lastTransitionTime
-while the status holds, and writes nothing when the condition is already so.
+controllerName is ours, the condition `Active=True` reason `Ready` (contract §7.9; Kueue's provisioning
+controller says `Active` for its own, and Kueue reads only the status) with the generation it saw. It
+writes only the status subresource (server-side apply of that one condition, so Kueue's concurrent
+finalizer updates never conflict with it), keeps lastTransitionTime while the status holds, and writes
+nothing when the condition is already so.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from gpustack_operator.kube.resources import ADMISSION_CHECKS
 log = logging.getLogger(__name__)
 
 NAME = "node-devices-admission-active"
-REASON: Final = "Active"
+REASON: Final = "Ready"
 MESSAGE: Final = "The admission check is active"
 
 

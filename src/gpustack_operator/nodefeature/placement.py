@@ -16,6 +16,7 @@ rarely miss a packing an exhaustive search would find, which costs a retry, neve
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
@@ -68,7 +69,16 @@ def take(card: Card, need: CardNeed) -> Card:
 
 
 def _fit(cards: Mapping[str, Card], needs: Sequence[CardNeed]) -> dict[str, CardNeed] | None:
-    """Distinct cards of one node for every need of one Pod, tightest first; None when they do not fit."""
+    """Distinct cards of one node for every need of one Pod, tightest first; None when they do not fit.
+
+    Largest need first, each on the acceptable card with the least remaining (cards already held in
+    the need's mode before free ones): for needs of one mode, acceptance is a threshold on remaining, so
+    this finds a fit whenever one exists, and a node that cannot fit a Pod cannot fit it after more of
+    its cards are taken either.
+    """
+    if all(need.mode is CardMode.EXCLUSIVE for need in needs):  # the common case, without the search
+        free = sorted((card.remaining, cid) for cid, card in cards.items() if card.free)[: len(needs)]
+        return None if len(free) < len(needs) else {cid: n for (_, cid), n in zip(free, needs, strict=True)}
     chosen: dict[str, CardNeed] = {}
     for need in sorted(needs, key=lambda n: -n.units):
         fitting = [(card.free, card.remaining, cid) for cid, card in cards.items() if cid not in chosen]
@@ -79,27 +89,44 @@ def _fit(cards: Mapping[str, Card], needs: Sequence[CardNeed]) -> dict[str, Card
     return chosen
 
 
-def _spare(cards: Mapping[str, Card]) -> int:
-    return sum(card.remaining for card in cards.values())
-
-
 def place(asks: Sequence[Ask], ledger: Ledger) -> Placement | None:
-    """Where every Pod of every ask goes (see the module docstring), or None when some Pod fits nowhere."""
-    state = {node: dict(cards) for node, cards in ledger.items()}
+    """Where every Pod of every ask goes (see the module docstring), or None when some Pod fits nowhere.
+
+    The node a Pod leaves tightest is the fitting node with the least spare units now (a fit takes
+    exactly the Pod's units wherever it lands), so an ask's nodes wait in a heap by (spare, name) and
+    the first that fits is taken; a node that does not fit is dropped for the rest of the ask (see
+    `_fit`), and the node just used goes back with its new spare. Each Pod costs a few heap operations,
+    not a pass over every node: a decision on 1,000 nodes stays in milliseconds (bench_admission_decision).
+    """
+    state: dict[str, Mapping[str, Card]] = dict(ledger)  # a node's cards are copied when first changed
+    changed: dict[str, dict[str, Card]] = {}
+    spare: dict[str, int] = {}
     placement: Placement = {}
     for ask in sorted(asks, key=lambda a: -sum(n.units for n in a.needs)):
+        units = sum(n.units for n in ask.needs)
+        heap = []
+        for node in set(ask.nodes) & state.keys():
+            if len(state[node]) >= len(ask.needs):
+                if node not in spare:
+                    spare[node] = sum(card.remaining for card in state[node].values())
+                heap.append((spare[node], node))
+        heapq.heapify(heap)
         for _ in range(ask.count):
-            options = []
-            for node in sorted(set(ask.nodes) & state.keys()):
+            while heap:
+                _, node = heapq.heappop(heap)
                 fit = _fit(state[node], ask.needs)
                 if fit is not None:
-                    spare = _spare(state[node]) - sum(n.units for n in fit.values())
-                    options.append((spare, node, fit))
-            if not options:
+                    break
+            else:
                 return None
-            _, node, fit = min(options, key=lambda o: (o[0], o[1]))
+            cards = changed.get(node)
+            if cards is None:
+                cards = changed[node] = dict(state[node])
+                state[node] = cards
             for cid, need in fit.items():
-                state[node][cid] = take(state[node][cid], need)
+                cards[cid] = take(cards[cid], need)
                 held = placement.setdefault(node, {}).get(cid)
                 placement[node][cid] = need if held is None else replace(held, units=held.units + need.units)
+            spare[node] -= units
+            heapq.heappush(heap, (spare[node], node))
     return placement

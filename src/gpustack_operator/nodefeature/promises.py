@@ -8,8 +8,9 @@ The promise rule. When the check turns a workload Ready, the cards its placement
 it: every later decision sees the ledger minus the promised units. A promised card is released when the
 ledger shows that card consumed (its remaining dropped by at least the promised units since the promise),
 when the workload no longer holds its admission (finished, evicted, deleted: `drop`), or after `ttl` seconds
-(a Pod that never starts must not hold cards forever). Decisions are made one at a time (the controller runs
-one worker), so a promise is in the book before the next decision reads it.
+(a Pod that never starts must not hold cards forever). Decisions are made one at a time (a decision is
+synchronous code, see controllers.admission_check), so a promise is in the book before the next decision
+reads it.
 
 Substitutes. The plan is ours, not the scheduler's nor the kubelet's: the scheduler may bind the Pod to
 another node of the flavor, and the device plugin prefers the lowest card index where the plan took the
@@ -86,8 +87,10 @@ class Promises:
         """The workload no longer holds an admission: its promise goes."""
         self._book.pop(workload, None)
 
-    def against(self, ledger: Ledger, now: float, *, skip: str = "") -> dict[str, dict[str, Card]]:
-        """The ledger less every other workload's promise; releases what the ledger shows consumed."""
+    def against(self, ledger: Ledger, now: float, *, skip: str = "") -> dict[str, Mapping[str, Card]]:
+        """The ledger less every other workload's promise; releases what the ledger shows consumed.
+
+        The nodes no promise touches are the ledger's own mappings (nothing here changes them)."""
         covered = {ref for promise in self._book.values() for ref in promise.cards}
         drops = self._drops(ledger, covered)
         for workload, promise in list(self._book.items()):
@@ -100,11 +103,16 @@ class Promises:
                     del promise.cards[ref]
         for ref, (drop, mode) in drops.items():
             self._substitute(ref[0], drop, mode, ledger)
-        seen = {node: dict(cards) for node, cards in ledger.items()}
+        seen: dict[str, Mapping[str, Card]] = dict(ledger)  # copied per node when a promise first applies
+        changed: dict[str, dict[str, Card]] = {}
         for workload, promise in list(self._book.items()):
-            for ref, (need, _) in promise.cards.items():
-                if workload != skip and ref[1] in seen.get(ref[0], {}):
-                    seen[ref[0]][ref[1]] = take(seen[ref[0]][ref[1]], need)
+            for (node, cid), (need, _) in promise.cards.items():
+                if workload != skip and cid in seen.get(node, {}):
+                    cards = changed.get(node)
+                    if cards is None:
+                        cards = changed[node] = dict(seen[node])
+                    cards[cid] = take(cards[cid], need)
+                    seen[node] = cards
             if not promise.cards:
                 del self._book[workload]
         return seen

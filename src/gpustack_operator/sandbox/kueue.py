@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -101,6 +101,18 @@ def support_objects() -> list[Obj]:
     ]
 
 
+GROUP_KIND_CONCURRENCY: Final = {
+    "Job.batch": 5,
+    "Pod": 5,
+    "Workload.kueue.x-k8s.io": 5,
+    "LocalQueue.kueue.x-k8s.io": 1,
+    "Cohort.kueue.x-k8s.io": 1,
+    "ClusterQueue.kueue.x-k8s.io": 1,
+    "ResourceFlavor.kueue.x-k8s.io": 1,
+}
+"""Reconcile workers per kind, as Kueue's release manifests set them."""
+
+
 def configuration(
     webhook_port: int, health_port: int, cert_dir: Path, frameworks: tuple[str, ...] = ("batch/job", "pod")
 ) -> Obj:
@@ -114,6 +126,10 @@ def configuration(
         "metrics": {"bindAddress": "0"},
         "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
+        # As Kueue's own release manifests configure its manager (without them its client is held to
+        # client-go's 20 requests/s, and a Workload takes about five requests to admit).
+        "clientConnection": {"qps": 50, "burst": 100},
+        "controller": {"groupKindConcurrency": GROUP_KIND_CONCURRENCY},
         "internalCertManagement": {
             "enable": True,
             "webhookServiceName": WEBHOOK_SERVICE,

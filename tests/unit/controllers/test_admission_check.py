@@ -203,7 +203,7 @@ async def test_the_node_devices_check_is_kept_active() -> None:
         assert active | {"lastTransitionTime": "t"} == {
             "type": "Active",
             "status": "True",
-            "reason": "Active",
+            "reason": "Ready",
             "message": "The admission check is active",
             "observedGeneration": 1,
             "lastTransitionTime": "t",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
+
 import pytest
 
 from gpustack_operator.nodefeature.carddemand import CardNeed
-from gpustack_operator.nodefeature.placement import Ask, place
+from gpustack_operator.nodefeature.placement import Ask, Placement, accepts, place, take
 from gpustack_operator.nodefeature.podslices import CardMode
 from gpustack_operator.nodefeature.views import Card
 
@@ -74,3 +77,69 @@ def test_the_placement_names_the_cards_and_units_it_uses() -> None:
 def test_the_tightest_node_is_used_first() -> None:
     ledger = {"a": node(*[FREE] * 8), "b": node(*[FREE] * 2)}
     assert place([Ask(1, (EX,) * 2, TWO)], ledger) == {"b": {"c0": EX, "c1": EX}}
+
+
+# ---- the heap search decides exactly as a pass over every node would -------------------------------------
+
+
+def _reference_place(asks: list[Ask], ledger: dict[str, dict[str, Card]]) -> Placement | None:
+    """The plain statement of the rule: every Pod on the fitting node left with the least spare units."""
+    state = {n: dict(cards) for n, cards in ledger.items()}
+    placement: Placement = {}
+    for ask in sorted(asks, key=lambda a: -sum(n.units for n in a.needs)):
+        for _ in range(ask.count):
+            options = []
+            for n in sorted(set(ask.nodes) & state.keys()):
+                fit = _reference_fit(state[n], ask.needs)
+                if fit is not None:
+                    left = sum(c.remaining for c in state[n].values()) - sum(x.units for x in fit.values())
+                    options.append((left, n, fit))
+            if not options:
+                return None
+            _, n, fit = min(options, key=lambda o: (o[0], o[1]))
+            for cid, need in fit.items():
+                state[n][cid] = take(state[n][cid], need)
+                held = placement.setdefault(n, {}).get(cid)
+                placement[n][cid] = need if held is None else replace(held, units=held.units + need.units)
+    return placement
+
+
+def _reference_fit(cards: dict[str, Card], needs: tuple[CardNeed, ...]) -> dict[str, CardNeed] | None:
+    chosen: dict[str, CardNeed] = {}
+    for need in sorted(needs, key=lambda n: -n.units):
+        fitting = [
+            (c.free, c.remaining, cid) for cid, c in cards.items() if cid not in chosen and accepts(c, need)
+        ]
+        if not fitting:
+            return None
+        chosen[min(fitting)[2]] = need
+    return chosen
+
+
+def _random_card(rng: random.Random) -> Card:
+    roll = rng.random()
+    if roll < 0.5:
+        return FREE
+    if roll < 0.7:
+        return Card(0, 1, True)
+    if roll < 0.85:
+        return Card(rng.choice([200_000, 400_000, 800_000, 1_200_000]), 3, rng.random() < 0.9)
+    return Card(D - 160_000 * rng.randrange(1, 10), 2, True)
+
+
+def _random_ask(rng: random.Random, nodes: tuple[str, ...]) -> Ask:
+    mode = rng.choice([CardMode.EXCLUSIVE, CardMode.SHARED, CardMode.SLICED])
+    units = {CardMode.EXCLUSIVE: D, CardMode.SHARED: 160_000}.get(mode) or rng.choice(
+        [100_000, 400_000, 800_000]
+    )
+    needs = (CardNeed(mode, units),) * rng.randrange(1, 6)
+    return Ask(rng.randrange(1, 5), needs, tuple(rng.sample(nodes, rng.randrange(1, len(nodes) + 1))))
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_the_heap_search_places_exactly_as_a_pass_over_every_node(seed: int) -> None:
+    rng = random.Random(seed)
+    nodes = tuple(f"n{i}" for i in range(rng.randrange(1, 12)))
+    ledger = {n: {f"c{i}": _random_card(rng) for i in range(rng.randrange(1, 9))} for n in nodes}
+    asks = [_random_ask(rng, nodes) for _ in range(rng.randrange(1, 4))]
+    assert place(asks, ledger) == _reference_place(asks, ledger)
