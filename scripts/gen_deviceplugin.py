@@ -6,15 +6,18 @@ Usage: ``python scripts/gen_deviceplugin.py [--check]``. The vendored protos are
 (``src/gpustack_operator/device_manager/podresources/api/api.proto``); grpcio-tools compiles each with
 ``-I src`` so the generated modules import each other by their package path and each descriptor is
 registered under a unique file name (two bare ``api.proto`` files in one process collide). The generated
-``api_pb2.py`` and ``api_pb2_grpc.py`` are committed next to each proto; ``--check`` exits 1 with a diff when
-they are stale, and a unit test runs the same comparison. No ``.pyi`` is generated: protobuf ships no type
-information, so typed code reaches the messages through the ``api/__init__.py`` of each package instead.
+``api_pb2.py`` and ``api_pb2_grpc.py`` are committed next to each proto with their type stubs, so mypy checks
+the code that builds messages and calls the services: ``api_pb2.pyi`` from grpcio-tools (``--pyi_out``) and
+``api_pb2_grpc.pyi`` from mypy-protobuf's ``protoc-gen-mypy_grpc`` plugin (grpcio-tools writes no stubs for
+services; both are dev dependencies). ``--check`` exits 1 with a diff when any of them is stale, and a unit
+test runs the same comparison.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -25,7 +28,17 @@ PROTOS = (
     Path("gpustack_operator/device_manager/plugin/api/api.proto"),
     Path("gpustack_operator/device_manager/podresources/api/api.proto"),
 )
-OUTPUTS = ("api_pb2.py", "api_pb2_grpc.py")
+OUTPUTS = ("api_pb2.py", "api_pb2_grpc.py", "api_pb2.pyi", "api_pb2_grpc.pyi")
+GRPC_STUB_PLUGIN = "protoc-gen-mypy_grpc"
+
+
+def grpc_stub_plugin() -> str:
+    """mypy-protobuf's service-stub plugin, beside this interpreter (a venv) or on PATH."""
+    beside = Path(sys.executable).parent / GRPC_STUB_PLUGIN
+    found = str(beside) if beside.is_file() else shutil.which(GRPC_STUB_PLUGIN)
+    if found is None:
+        raise RuntimeError(f"{GRPC_STUB_PLUGIN} not found: install the dev extra (mypy-protobuf)")
+    return found
 
 
 def generate(out_dir: Path) -> dict[Path, str]:
@@ -39,6 +52,9 @@ def generate(out_dir: Path) -> dict[Path, str]:
             f"-I{SRC}",
             f"--python_out={out_dir}",
             f"--grpc_python_out={out_dir}",
+            f"--pyi_out={out_dir}",
+            f"--plugin={GRPC_STUB_PLUGIN}={grpc_stub_plugin()}",
+            f"--mypy_grpc_out={out_dir}",
             str(SRC / proto),
         ]
         if protoc.main(args) != 0:

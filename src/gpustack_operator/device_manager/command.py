@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -102,6 +103,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_backend_flags(serve)
     serve_module.add_flags(serve)
+    serve.add_argument(
+        "--no-fast-failed",
+        action="store_true",
+        help="do not fail fast: retry an Allocate whose cards the API server shows held in another mode "
+        "for the whole retry window, as for a pod not seen yet, instead of refusing it at once",
+    )
     serve.set_defaults(func=run_serve)
     # ==== end of `serve` ====
 
@@ -161,12 +168,18 @@ def run_monitor(args: argparse.Namespace) -> int:
     return 0
 
 
+def serve_options(args: argparse.Namespace, environment: Environment) -> serve_module.ServeOptions:
+    """`serve`'s options from its flags; ValueError when one is missing."""
+    options = serve_module.options_from_args(args, environment)
+    return replace(options, fast_failed=not args.no_fast_failed)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """`serve`: see device_manager.serve."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         environment, backend = _setup(args)
-        options = serve_module.options_from_args(args, environment)
+        options = serve_options(args, environment)
     except (ValueError, DetectionError, EnvironmentValueError, ManufacturerConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -42,6 +42,8 @@ class Card:
     """Why vendor-library detail is absent (e.g. the library is not installed); "" when complete."""
     pci_root: str = ""
     """The PCI host bridge (domain:bus) the card hangs under (`0000:3a`); "" when unknown."""
+    pci_id: str = ""
+    """PCI vendor and device IDs (`10de:2330`); "" when unknown. They name a card whose product is unnamed."""
 
 
 @dataclass(frozen=True)

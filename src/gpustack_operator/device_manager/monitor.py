@@ -1,13 +1,15 @@
 """The detect loop: re-detect every period, publish when the cards change, keep the ledger in step.
 
 Detection is level-based: each period the backend is read afresh (a card turning unhealthy or falling
-off the bus shows up within one period, and a recovered card comes back), the cards are grouped, and
+off the bus shows up within one period; a recovered card comes back once the HealthGate has seen it
+healthy for its number of checks in a row, see health.py), the cards are grouped, and
 the NodeFeature/Devices are re-reported only when the groups differ from the last report; every
 ``resync_every`` periods the objects are re-checked anyway, so an object someone deleted or edited is
 repaired. Listeners (the device plugin's inventories) hear each change. The ledger (Devices.status) must
 follow a new spec: a loop alone in its process (`device-manager monitor --report`) rebuilds it itself,
 while `serve`, where the LedgerWriter is the one writer of Devices.status, passes ``rebuild_ledger=False``
-and an ``after_report`` that kicks it. `device-manager monitor` uses `format_metrics` to print readings.
+and an ``after_report`` that kicks it. The loop sleeps on an injectable Clock, so tests move its time.
+`device-manager monitor` uses `format_metrics` to print readings.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from collections.abc import Callable, Iterable, Sequence
 from gpustack_operator.api.types.devices import DevicesGroup
 from gpustack_operator.device_manager import ledger
 from gpustack_operator.device_manager.grouping import group_cards
+from gpustack_operator.device_manager.health import HealthGate
 from gpustack_operator.device_manager.model import Backend, DetectionError, Metrics
 from gpustack_operator.device_manager.reporting import Reporter
 from gpustack_operator.kube.errors import KubeError
 from gpustack_operator.nodefeature.environ import DEFAULT_ENVIRON, Environ
+from gpustack_operator.runtime import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,8 @@ class DetectLoop:
         after_report: Callable[[], None] = lambda: None,
         listeners: Iterable[GroupsListener] = (),
         environ: Environ = DEFAULT_ENVIRON,
+        health: HealthGate | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.backend = backend
         self.reporter = reporter
@@ -52,19 +58,27 @@ class DetectLoop:
         self.after_report = after_report
         self.listeners = list(listeners)
         self.environ = environ
+        self.health = health or HealthGate()
+        self.clock: Clock = clock or MonotonicClock()
         self.groups: list[DevicesGroup] | None = None
         """The groups of the last successful detection (None before the first)."""
         self._steps = 0
         self._unreported = True
 
+    @property
+    def steps(self) -> int:
+        """How many periods' work has run (each one a detection, successful or not)."""
+        return self._steps
+
     async def detect(self) -> list[DevicesGroup] | None:
-        """Read the backend once (in a thread: vendor libraries block); None when it cannot be read."""
+        """Read the backend once (in a thread: vendor libraries block) and gate each card's health; None
+        when it cannot be read (a failed read counts as no check: it neither heals nor faults a card)."""
         try:
             cards = await asyncio.to_thread(self.backend.detect)
         except DetectionError as exc:
             log.error("backend=%s detection failed, keeping the last report: %s", self.backend.name, exc)
             return None
-        return group_cards(cards, self.environ)
+        return group_cards(self.health.apply(cards), self.environ)
 
     async def step(self) -> bool:
         """One period's work; True when the groups changed."""
@@ -96,7 +110,7 @@ class DetectLoop:
         """Step every ``period`` seconds until cancelled."""
         while True:
             await self.step()
-            await asyncio.sleep(self.period)
+            await self.clock.sleep(self.period)
 
 
 def _count(groups: Sequence[DevicesGroup]) -> int:

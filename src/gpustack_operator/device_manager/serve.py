@@ -1,12 +1,16 @@
 """`device-manager serve`: the per-node agent the DaemonSet runs.
 
 It wires the parts together: the detect loop (publishes NodeFeature/Devices, feeds the plugin
-inventories), one resource server per (manufacturer, mode) kept registered with the kubelet, the node's
+inventories, holds a faulted card unhealthy until it has read healthy `--health-recovery-checks` times in
+a row), one resource server per (manufacturer, mode) kept registered with the kubelet for every
+manufacturer that has cards now (plugin/vendors.py: a driver that loads late gets its servers, a vendor
+whose cards all go has them stopped), the node's
 allocator over an informer of the node's pods, and a ledger writer that rebuilds Devices.status whenever
 an allocation is recorded, a pod comes or goes, or the detect loop reports: it is the only writer of
 Devices.status, and each write is conditional on the resourceVersion it was rebuilt from, so a spec
 reported meanwhile makes it rebuild rather than leave a ledger of the old cards. Everything runs as named
-tasks under one Supervisor, so SIGTERM stops it cleanly and a crashed task is restarted with backoff.
+tasks under one Supervisor, so SIGTERM stops it cleanly and a crashed task is restarted with backoff;
+every wait between periods is on an injectable Clock.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ from gpustack_operator.device_manager.allocator.allocator import Allocator, Allo
 from gpustack_operator.device_manager.allocator.annotation import ANNOTATION
 from gpustack_operator.device_manager.allocator.sources import KubePods, KubePodWriter, pod_informer
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths
+from gpustack_operator.device_manager.health import DEFAULT_RECOVERY_CHECKS, HealthGate
 from gpustack_operator.device_manager.model import Backend
 from gpustack_operator.device_manager.monitor import DetectLoop
 from gpustack_operator.device_manager.plugin.api import KUBELET_SOCKET
 from gpustack_operator.device_manager.plugin.handler import ResourceSpec
 from gpustack_operator.device_manager.plugin.inventory import Inventory
-from gpustack_operator.device_manager.plugin.registrar import Registrar
 from gpustack_operator.device_manager.plugin.server import ResourceServer
+from gpustack_operator.device_manager.plugin.vendors import VendorPlugins
 from gpustack_operator.device_manager.podresources.api import POD_RESOURCES_SOCKET
 from gpustack_operator.device_manager.podresources.client import PodResourcesClient
 from gpustack_operator.device_manager.reporting import Reporter
@@ -47,7 +52,7 @@ from gpustack_operator.nodefeature.resources import (
     is_known_acceleratable_resource_name,
     visibility_resource_name,
 )
-from gpustack_operator.runtime import Supervisor, run_until_signal
+from gpustack_operator.runtime import Clock, MonotonicClock, Supervisor, run_until_signal
 from gpustack_operator.settings.environment import Environment
 
 log = logging.getLogger(__name__)
@@ -55,8 +60,8 @@ log = logging.getLogger(__name__)
 _DURATION = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 GC_PERIOD = 300.0
-"""Most seconds between sweeps of ghost reservations and per-pod work directories (a pod deletion also
-triggers one); sweeps come every retry window of the allocator when that is shorter."""
+"""Most seconds between sweeps of ghost reservations and per-pod work directories; sweeps come every retry
+window of the allocator when that is shorter (a deleted pod's directory goes with the next one)."""
 MODES = {
     DeviceAllocationMode.EXCLUSIVE: ResourceKind.EXCLUSIVE,
     DeviceAllocationMode.SHARED: ResourceKind.SHARED,
@@ -70,6 +75,17 @@ def parse_duration(text: str) -> float:
     if match is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 15s, 500ms or 2m")
     return float(match["n"]) * _UNIT_SECONDS[match["unit"]]
+
+
+def positive_int(text: str) -> int:
+    """An integer of at least 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -98,6 +114,15 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default=15.0,
         help="how often to re-detect cards and their health, e.g. 15s or 1m (default: 15s)",
     )
+    parser.add_argument(
+        "--health-recovery-checks",
+        type=positive_int,
+        default=DEFAULT_RECOVERY_CHECKS,
+        metavar="N",
+        help="a card that turned unhealthy (ECC error, lost, gone from the bus) is reported healthy again, "
+        "to the kubelet and in its Devices object, once N detections in a row read it healthy; 1 heals it "
+        "at the first healthy reading. A fault is always reported at once (default: %(default)s)",
+    )
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: in-cluster)")
 
 
@@ -114,6 +139,8 @@ class ServeOptions:
     no_shared: bool = False
     no_sliced: bool = False
     kubeconfig: Path | None = None
+    fast_failed: bool = True
+    health_recovery_checks: int = DEFAULT_RECOVERY_CHECKS
 
 
 def resource_specs(manufacturer: str, inventory: Inventory, opts: ServeOptions) -> list[ResourceSpec]:
@@ -134,8 +161,10 @@ def resource_specs(manufacturer: str, inventory: Inventory, opts: ServeOptions) 
 class LedgerWriter:
     """Rebuilds Devices.status after each kick; kicks that arrive while it works coalesce into one."""
 
-    def __init__(self, client: Client, node: str) -> None:
+    def __init__(self, client: Client, node: str, clock: Clock | None = None, retry: float = 1.0) -> None:
         self.client, self.node = client, node
+        self.clock: Clock = clock or MonotonicClock()
+        self.retry = retry
         self._kicked = asyncio.Event()
 
     def kick(self) -> None:
@@ -152,13 +181,14 @@ class LedgerWriter:
                 self._kicked.set()
             except KubeError as err:
                 log.warning("node=%s ledger write failed, retrying: %s", self.node, err)
-                await asyncio.sleep(1.0)
+                await self.clock.sleep(self.retry)
                 self._kicked.set()
 
 
 class PodEvents:
-    """Informer handler: a pod gone or finished frees reservations and work dirs and moves the ledger;
-    one that arrives holding an allocation (recorded before this process, or elsewhere) moves it too."""
+    """Informer handler: a pod gone or finished frees its reservations and moves the ledger (its work dir
+    goes with the next sweep); one that arrives holding an allocation (recorded before this process, or
+    elsewhere) moves it too."""
 
     def __init__(self, allocator: Allocator, pods: KubePods, writer: LedgerWriter) -> None:
         self.allocator, self.pods, self.writer = allocator, pods, writer
@@ -174,7 +204,6 @@ class PodEvents:
 
     def on_delete(self, obj: dict[str, Any]) -> None:
         self.allocator.release(obj)
-        self.allocator.collect(self.pods.cached())
         self.writer.kick()
 
 
@@ -194,29 +223,16 @@ def options_from_args(args: argparse.Namespace, environment: Environment) -> Ser
         no_shared=args.no_shared,
         no_sliced=args.no_sliced,
         kubeconfig=args.kubeconfig,
+        health_recovery_checks=args.health_recovery_checks,
     )
 
 
-async def serve(opts: ServeOptions, backend: Backend) -> int:
+async def serve(opts: ServeOptions, backend: Backend, clock: Clock | None = None) -> int:
     """Run the agent until SIGTERM; returns the process exit code."""
+    clock = clock or MonotonicClock()
     client = await connect(opts.kubeconfig)
     inventories = {mfr: Inventory(mfr) for mfr in opts.manufacturers}
-    detected = asyncio.Event()
-
-    def on_groups(groups: Sequence[DevicesGroup]) -> None:
-        for inventory in inventories.values():
-            inventory.update(groups)
-        detected.set()
-
-    writer = LedgerWriter(client, opts.node)
-    detect = DetectLoop(
-        backend,
-        Reporter(client, opts.node, opts.namespace),
-        period=opts.monitor_period,
-        rebuild_ledger=False,
-        after_report=writer.kick,
-        listeners=[on_groups],
-    )
+    writer = LedgerWriter(client, opts.node, clock)
     informer = pod_informer(client, opts.node)
     pods = KubePods(client, informer, opts.node)
     kubelet_pods = PodResourcesClient(opts.pod_resources_socket)
@@ -224,43 +240,52 @@ async def serve(opts: ServeOptions, backend: Backend) -> int:
         inventories,
         pods,
         KubePodWriter(client),
-        AllocatorConfig(opts.node, paths=opts.paths),
+        AllocatorConfig(opts.node, paths=opts.paths, fast_failed=opts.fast_failed),
         writer.kick,
+        clock=clock,
         kubelet=kubelet_pods,
     )
     informer.add_handler(PodEvents(allocator, pods, writer))
+    plugins = VendorPlugins(
+        inventories,
+        lambda mfr, inventory: resource_specs(mfr, inventory, opts),
+        lambda spec, inventory: ResourceServer(spec, inventory, allocator, opts.plugin_dir),
+        opts.kube_socket,
+    )
 
-    async def plugins() -> None:
-        await detected.wait()
-        servers = [
-            ResourceServer(spec, inventory, allocator, opts.plugin_dir)
-            for mfr, inventory in inventories.items()
-            if inventory.cards()
-            for spec in resource_specs(mfr, inventory, opts)
-        ]
-        if not servers:
-            log.warning(
-                "node=%s has no cards of %s; serving nothing", opts.node, ",".join(opts.manufacturers)
-            )
-        await Registrar(servers, opts.kube_socket).run()
+    def on_groups(groups: Sequence[DevicesGroup]) -> None:
+        for inventory in inventories.values():
+            inventory.update(groups)
+        plugins.refresh()
+
+    detect = DetectLoop(
+        backend,
+        Reporter(client, opts.node, opts.namespace),
+        period=opts.monitor_period,
+        rebuild_ledger=False,
+        after_report=writer.kick,
+        listeners=[on_groups],
+        health=HealthGate(opts.health_recovery_checks),
+        clock=clock,
+    )
 
     async def collect() -> None:
         """Ghost reservations; work dirs of pods deleted while this process was down, or missed; records
         that disagree with what the kubelet committed."""
         await informer.wait_synced()
         while True:
-            allocator.collect(pods.cached())
+            await allocator.collect(pods.cached())
             if (kubelet := await kubelet_pods.active()) is not None:
                 found = audit.mismatches(kubelet, pods.cached(), is_known_acceleratable_resource_name)
                 audit.report(found, opts.node)
-            await asyncio.sleep(min(GC_PERIOD, max(allocator.config.retry_window, 1.0)))
+            await clock.sleep(min(GC_PERIOD, max(allocator.config.retry_window, 1.0)))
 
     async def setup(sup: Supervisor) -> None:
         sup.spawn("informer:pods", informer.run, restart="on-failure")
         sup.spawn("work-dir-gc", collect, restart="on-failure")
         sup.spawn("detect-loop", detect.run, restart="on-failure")
         sup.spawn("ledger-writer", writer.run, restart="on-failure")
-        sup.spawn("device-plugins", plugins, restart="on-failure")
+        sup.spawn("device-plugins", plugins.run, restart="on-failure")
         writer.kick()
 
     try:

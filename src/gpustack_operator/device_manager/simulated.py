@@ -4,12 +4,18 @@ The sandbox describes each fake node's GPUs in its inventory YAML (`nodes[].gpus
 product, count, memoryMiB; optionally cores, driverVersion, runtimeVersion, computeCapability, family).
 This backend turns the entry of one node into cards with stable UUIDs (derived from node name,
 manufacturer and index, so every restart and every test sees the same IDs), and lets tests make a card
-unhealthy or vanish, through the API below or a faults file (`{unhealthy: [uuid], missing: [uuid]}`,
-re-read on every detection) that a running device manager picks up.
+unhealthy or vanish, through the API below or a faults file that a running device manager re-reads on
+every detection: `{unhealthy: [uuid], missing: [uuid]}`. `unhealthy` stands for a card the vendor library
+flags (an uncorrected ECC error, an XID-style fault), `missing` for one lost or gone from the bus (all of a
+vendor's cards missing is its driver not loaded). Removing a UUID from the file (or the file) clears the
+fault; the device manager then reports the card healthy once it has read healthy for its
+`--health-recovery-checks`. The sandbox passes each GPU node's device manager
+`<run dir>/nodes/<node>/faults.yaml`; `Faults.save` writes one atomically (UUIDs: `kubectl get devices`).
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -55,6 +61,15 @@ class Faults:
         except (OSError, yaml.YAMLError) as exc:
             raise DetectionError(f"cannot read faults file {path}: {exc}") from exc
         return cls(set(map(str, doc.get("unhealthy") or [])), set(map(str, doc.get("missing") or [])))
+
+    def save(self, path: Path) -> None:
+        """Write the faults file so a reader never sees it half-written (a temp file renamed over it)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temp.write_text(
+            yaml.safe_dump({"unhealthy": sorted(self.unhealthy), "missing": sorted(self.missing)})
+        )
+        temp.replace(path)
 
     def merged(self, other: Faults) -> Faults:
         return Faults(self.unhealthy | other.unhealthy, self.missing | other.missing)

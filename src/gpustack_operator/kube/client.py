@@ -1,7 +1,9 @@
-"""A small typed client over kubernetes-asyncio's transport that speaks plain JSON.
+"""A small typed client over one pooled HTTPS transport that speaks plain JSON.
 
-kubernetes-asyncio gives us kubeconfig and in-cluster auth and a pooled HTTPS session; its generated models
-are slow and do not cover CRDs, so every call here goes through one raw request path and returns dicts.
+The transport is kubernetes-asyncio's ApiClient when a kubeconfig is given (kube.kubeconfig) and our own
+service-account connections inside a Pod (kube.incluster over kube.http1, which spare each node agent the
+memory of kubernetes-asyncio and aiohttp). kubernetes-asyncio's generated models are slow and do not cover
+CRDs, so every call here goes through one raw request path and returns dicts.
 Errors come back as our own hierarchy (kube.errors): a dropped connection or a restarting server is
 Unavailable, and transient errors are retried with runtime.Backoff (honouring Retry-After). Lists are
 paginated; `stream` hands the watch module a long-lived response line by line. An optional observer
@@ -14,15 +16,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
+from typing import Any, Protocol
 
 from gpustack_operator.kube import errors
+from gpustack_operator.kube.http1 import StreamTimeout
+from gpustack_operator.kube.incluster import InClusterConfig, InClusterTransport
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.runtime import Backoff, Clock, MonotonicClock, TokenBucket
 
@@ -43,6 +44,17 @@ RETRY_BACKOFF = Backoff(base=0.2, cap=5.0, jitter=0.2)
 RequestObserver = Callable[[str, str, int], None]
 """Told of each request sent: (method, or WATCH for a watch; resource as `resource_of` names it; the
 response code, 0 when no response came). Each retry is a request of its own."""
+
+
+class Transport(Protocol):
+    """Where requests go: kubernetes-asyncio's ApiClient or InClusterTransport (same call_api keywords)."""
+
+    configuration: Any
+    """Has `host`, the API server's URL."""
+
+    async def call_api(self, resource_path: str, method: str, **kw: Any) -> Any: ...
+
+    async def close(self) -> None: ...
 
 
 def resource_of(path: str) -> str:
@@ -66,7 +78,7 @@ class Client:
 
     def __init__(
         self,
-        api: k8s_client.ApiClient,
+        api: Transport,
         retries: int = 8,
         *,
         backoff: Backoff = RETRY_BACKOFF,
@@ -124,7 +136,7 @@ class Client:
                     if not 200 <= resp.status <= 299:
                         raise errors.from_response(resp.status, data, resp.headers.get("Retry-After"))
                 return json.loads(data) if data else {}
-            except (TimeoutError, aiohttp.ClientError) as exc:  # the answer was cut off or too slow
+            except _broken() as exc:  # the answer was cut off or too slow
                 err: errors.KubeError = _unavailable(exc)
             except errors.KubeError as exc:
                 err = exc
@@ -147,7 +159,7 @@ class Client:
         `read_timeout` bounds the silence between two chunks, so a connection that died without a FIN is
         noticed; the caller picks it longer than the server's own watch timeout.
         """
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=read_timeout)
+        timeout = StreamTimeout(sock_connect=30.0, sock_read=read_timeout)
         try:
             resp = await self._send("GET", path, None, params, "application/json", timeout)
         except errors.KubeError:
@@ -173,7 +185,7 @@ class Client:
         body: Any,
         params: Mapping[str, str] | None,
         content_type: str,
-        timeout: float | aiohttp.ClientTimeout | None,
+        timeout: float | StreamTimeout | None,
     ) -> Any:
         if self._limiter is not None:
             await self._limiter.acquire()
@@ -188,7 +200,7 @@ class Client:
                 _preload_content=False,
                 _request_timeout=timeout,
             )
-        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+        except _broken() as exc:
             raise _unavailable(exc) from exc
 
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> JSONObj:
@@ -415,20 +427,28 @@ async def connect(
     With qps (and burst, default 2 x qps), every request, watches included, waits for a token first;
     `observer` hears of every request (see RequestObserver).
     """
-    configuration = k8s_client.Configuration()
-    if kubeconfig is not None and not await asyncio.to_thread(kubeconfig.is_file):
-        raise errors.KubeConfigError(f"kubeconfig {kubeconfig} does not exist or is not a file")
-    try:
-        if kubeconfig is not None:
-            await k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-        else:
-            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except (k8s_config.ConfigException, OSError) as exc:
-        where = f"kubeconfig {kubeconfig}" if kubeconfig is not None else "the in-cluster service account"
-        hint = "" if kubeconfig is not None else " (outside a cluster, pass --kubeconfig or set KUBECONFIG)"
-        raise errors.KubeConfigError(f"cannot use {where}: {exc}{hint}") from exc
+    if kubeconfig is None:
+        api: Transport = await asyncio.to_thread(_in_cluster)  # reads the token, CA and env
+    else:
+        from gpustack_operator.kube.kubeconfig import api_client  # kubernetes-asyncio: ~40 MB, only here
+
+        api = await api_client(kubeconfig)
     limiter = TokenBucket(qps, burst or max(1, int(2 * qps))) if qps else None
-    return Client(k8s_client.ApiClient(configuration), limiter=limiter, observer=observer)
+    return Client(api, limiter=limiter, observer=observer)
+
+
+def _in_cluster() -> InClusterTransport:
+    return InClusterTransport(InClusterConfig.from_environ())
+
+
+def _broken() -> tuple[type[BaseException], ...]:
+    """What a broken or slow connection raises: TimeoutError and OSError from either transport, and
+    aiohttp's ClientError once aiohttp is loaded (kubernetes-asyncio's transport, for kubeconfig files).
+
+    Looked up only when something was raised, so a process on the in-cluster transport never imports aiohttp.
+    """
+    aiohttp = sys.modules.get("aiohttp")
+    return (TimeoutError, OSError) if aiohttp is None else (TimeoutError, OSError, aiohttp.ClientError)
 
 
 def _unavailable(exc: BaseException) -> errors.Unavailable:
@@ -449,7 +469,7 @@ async def _lines(resp: Any) -> AsyncIterator[bytes]:
                     yield bytes(pending[start:end])
                 start = end + 1
             del pending[:start]
-    except (TimeoutError, aiohttp.ClientError) as exc:
+    except _broken() as exc:
         raise _unavailable(exc) from exc
     if pending.strip():
         yield bytes(pending)

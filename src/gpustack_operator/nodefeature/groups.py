@@ -21,6 +21,9 @@ from gpustack_operator.nodefeature.nodes import Node, node_labels
 GROUP_ID_WITH_MEMORY_ENV: Final = "GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY"
 """`true`: group IDs end with the card's VRAM (`-80g`), so same-named cards of different sizes split."""
 
+UNNAMED_GROUP_WORDS: Final = "unnamed"
+"""The group ID words of a card whose product name and PCI IDs both normalise to nothing."""
+
 KEY_SUFFIX_RESERVE: Final = 10
 """Room kept after an accelerator key for its label suffixes (`.capacity`, `.product`, `.count`, ...)."""
 
@@ -38,14 +41,29 @@ def format_group_memory(memory_mib: int) -> str:
 
 
 def construct_group_id(
-    manufacturer: str, name: str, memory_mib: int, environ: Environ = DEFAULT_ENVIRON
+    manufacturer: str,
+    name: str,
+    memory_mib: int,
+    environ: Environ = DEFAULT_ENVIRON,
+    *,
+    unnamed: str = "",
 ) -> str:
-    """ConstructGroupID: the normalised product name (manufacturer word dropped) within its budget."""
+    """ConstructGroupID: the normalised product name (manufacturer word dropped) within its budget.
+
+    A name that normalises to nothing (`NVIDIA`, "") would leave the key `<manufacturer>-`, which is no
+    valid label name; its words then come from ``unnamed`` (the card's PCI IDs, `PCI 10de:2330`, so the
+    card is called what a bus-only detection calls it), or are `unnamed` when that says nothing either.
+    """
     budget = MAX_LABEL_VALUE_LENGTH - len(manufacturer) - 1 - KEY_SUFFIX_RESERVE
-    if not env_flag(GROUP_ID_WITH_MEMORY_ENV, environ):
-        return normalize_name(name, manufacturer, budget, False)
-    words = normalize_name(name, manufacturer, budget - MEMORY_SUFFIX_RESERVE, False)
-    return "-".join(part for part in (words, format_group_memory(memory_mib)) if part)
+    with_memory = env_flag(GROUP_ID_WITH_MEMORY_ENV, environ)
+    if with_memory:
+        budget -= MEMORY_SUFFIX_RESERVE
+    words = (
+        normalize_name(name, manufacturer, budget, False)
+        or normalize_name(unnamed, manufacturer, budget, False)
+        or UNNAMED_GROUP_WORDS
+    )
+    return f"{words}-{format_group_memory(memory_mib)}" if with_memory else words
 
 
 def accelerator_key(manufacturer: str, group_id: str) -> str:

@@ -2,16 +2,17 @@
 
 A user picks a type by what it can still give: whole cards (exclusive), owner shares (10 per card) or VRAM
 percent (100 per logically sliceable card). Kueue's scalar credits cannot say that, since one number hides
-how free each card is, so the three views are a per-card bin-packing projection of the pool's Devices
-ledger (`remaining` out of D = 1_600_000 per card). Per card of the pool's group on each node: a card is
-free when remaining >= D; exclusive counts free cards; shared adds remaining / 160_000 when the card is
-free or already Shared; sliced (logically sliceable cards only) adds remaining / 16_000 when it is free or
-already Sliced. onceMaxRequest is the most one request can get: a node's sum for exclusive and shared (one
-request may span a node's cards), the freest single card for sliced (VRAM is per card). A CPU-only type's
-view comes from its ClusterQueue instead: the nominal cpu quota, less what workloads reserved (scaled back
-from the overcommitted 800m-per-core request when overcommit is on), at most one node's cores at once.
-Pure: `pool_cards` reads one Devices object and raises MalformedLedgerError naming what is wrong; the rest
-is arithmetic.
+how free each card is, so the three views are a per-card bin-packing projection of the pool's Devices ledger
+(`remaining` out of D = 1_600_000 per card). Per card of the pool's group on each node: a card is free when
+remaining >= D and the device manager does not report it unhealthy (an unhealthy card keeps its place in
+capacity, as the kubelet keeps it in a node's capacity, but gives nothing in any view); exclusive counts
+free cards; shared adds remaining / 160_000 when the card is free or already Shared; sliced (logically
+sliceable cards only) adds remaining / 16_000 when it is free or already Sliced. onceMaxRequest is the most
+one request can get: a node's sum for exclusive and shared (one request may span a node's cards), the freest
+single card for sliced (VRAM is per card). A CPU-only type's view comes from its ClusterQueue instead: the
+nominal cpu quota, less what workloads reserved (scaled back from the overcommitted 800m-per-core request
+when overcommit is on), at most one node's cores at once. Pure: `pool_cards` reads one Devices object and
+raises MalformedLedgerError naming what is wrong; the rest is arithmetic.
 """
 
 from __future__ import annotations
@@ -44,21 +45,22 @@ class Card:
     remaining: int
     mode: int
     sliceable: bool
+    healthy: bool = True
 
     @property
     def free(self) -> bool:
-        """Untouched: a whole card's units left (an exclusive request can take it)."""
-        return self.remaining >= RESOURCE_MAX_UNITS
+        """Untouched and healthy: a whole card's units left (an exclusive request can take it)."""
+        return self.healthy and self.remaining >= RESOURCE_MAX_UNITS
 
     @property
     def shareable(self) -> bool:
-        """Owner shares can be taken from it: free, or already held Shared."""
-        return self.free or self.mode == DeviceAllocationMode.SHARED
+        """Owner shares can be taken from it: healthy, and free or already held Shared."""
+        return self.free or (self.healthy and self.mode == DeviceAllocationMode.SHARED)
 
     @property
     def sliceable_now(self) -> bool:
-        """Slices can be taken from it: a logically sliceable card, free or already held Sliced."""
-        return self.sliceable and (self.free or self.mode == DeviceAllocationMode.SLICED)
+        """Slices can be taken from it: a healthy logically sliceable card, free or already held Sliced."""
+        return self.sliceable and (self.free or (self.healthy and self.mode == DeviceAllocationMode.SLICED))
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,7 @@ def _sliceable_groups(devices: Mapping[str, Any]) -> set[str]:
 def pool_card_rows(devices: Mapping[str, Any], group: str) -> list[tuple[str, Card]]:
     """(card ID, ledger row) of the pool's cards (group `<mfr>-<id>`) on one node; none before the ledger."""
     sliceable = group in _sliceable_groups(devices)
+    sick = unhealthy_cards(devices, group)
     cards = []
     for entry in _entries(_dict(devices.get("status")).get("groups"), "status.groups"):
         if accelerator_key(str(entry.get("manufacturer")), str(entry.get("id"))) != group:
@@ -131,8 +134,9 @@ def pool_card_rows(devices: Mapping[str, Any], group: str) -> list[tuple[str, Ca
         for n, row in enumerate(_entries(entry.get("accelerators"), f"status.groups[{group}].accelerators")):
             where = f"status.groups[{group}].accelerators[{n}]"
             remaining = _int(row.get("remaining", 0), f"{where}.remaining")
-            card = Card(remaining, _int(row.get("mode", 0), f"{where}.mode"), sliceable)
-            cards.append((str(row.get("id", n)), card))
+            card_id = str(row.get("id", n))
+            mode = _int(row.get("mode", 0), f"{where}.mode")
+            cards.append((card_id, Card(remaining, mode, sliceable, card_id not in sick)))
     return cards
 
 

@@ -6,6 +6,9 @@ component's binaries go into a cache directory keyed by the hash of its own tool
 and its build recipe (packages, ldflags, tags): a changed pin rebuilds that component only, an unchanged
 one costs nothing, and adding a component leaves the others' cache alone. Each component prints one
 progress line; the full `go` output goes to a log next to its binaries.
+
+The tool modules live in the source checkout, not in the wheel: `tools_dir()` finds them there, or where
+`--tools-dir` / GPUSTACK_TOOLS_DIR points, and otherwise says how to get them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-TOOLS_DIR = REPO_ROOT / "tools"
+"""The source checkout this module lies in (from an installed wheel: a site-packages parent, no tools)."""
+CHECKOUT_TOOLS = REPO_ROOT / "tools"
+TOOLS_ENV = "GPUSTACK_TOOLS_DIR"
 CACHE_ROOT = Path(os.environ.get("GPUSTACK_SANDBOX_CACHE", Path.home() / ".cache" / "gpustack-operator"))
 
 
@@ -96,25 +101,53 @@ class BuildError(RuntimeError):
     """A component failed to build; the message names it and, when found, the module `go` could not get."""
 
 
-def cache_key(component: Component, tools_dir: Path = TOOLS_DIR) -> str:
+def _has_modules(directory: Path) -> bool:
+    return all((directory / c.module / "go.mod").is_file() for c in COMPONENTS)
+
+
+def tools_dir() -> Path:
+    """The Go tool modules: GPUSTACK_TOOLS_DIR (set by `--tools-dir`) or the source checkout's tools/.
+
+    BuildError says what to do when neither has them, as when the sandbox runs from an installed wheel.
+    """
+    explicit = os.environ.get(TOOLS_ENV)
+    if explicit:
+        if not _has_modules(Path(explicit)):
+            raise BuildError(
+                f"{TOOLS_ENV}={explicit} (or --tools-dir) holds no Go tool modules: expected "
+                f"{', '.join(f'{c.module}/go.mod' for c in COMPONENTS)}, as in the repository's tools/"
+            )
+        return Path(explicit)
+    if _has_modules(CHECKOUT_TOOLS):
+        return CHECKOUT_TOOLS
+    raise BuildError(
+        "the sandbox builds its control plane from the Go tool modules under tools/ of a gpustack-operator "
+        "source checkout, and this installation has none (an installed wheel does not ship them). Clone the "
+        "repository and run the sandbox from it (`pip install -e .` there), or pass --tools-dir (or set "
+        f"{TOOLS_ENV}) to the tools/ directory of a checkout of the same version."
+    )
+
+
+def cache_key(component: Component, tools: Path | None = None) -> str:
     """Hash of the component's go.mod and go.sum and of how its binaries are built."""
+    tools = tools or tools_dir()
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         digest.update(name.encode())
-        digest.update((tools_dir / component.module / name).read_bytes())
+        digest.update((tools / component.module / name).read_bytes())
     recipe = [sorted(component.binaries.items()), component.ldflags, component.tags]
     digest.update(json.dumps(recipe).encode())
     return digest.hexdigest()[:16]
 
 
-def component_dir(component: Component, tools_dir: Path = TOOLS_DIR) -> Path:
+def component_dir(component: Component, tools: Path | None = None) -> Path:
     """`<cache>/control-plane/<module>/<key>`: its `bin/` and the `build.log` of its last build."""
-    return CACHE_ROOT / "control-plane" / component.module / cache_key(component, tools_dir)
+    return CACHE_ROOT / "control-plane" / component.module / cache_key(component, tools)
 
 
-def binary_path(name: str, tools_dir: Path = TOOLS_DIR) -> Path:
+def binary_path(name: str, tools: Path | None = None) -> Path:
     """Where the cache holds the binary `name` built from the current pins (it may not exist yet)."""
-    return component_dir(_COMPONENT_OF[name], tools_dir) / "bin" / name
+    return component_dir(_COMPONENT_OF[name], tools) / "bin" / name
 
 
 def missing_binaries(directory: Path | None = None) -> list[str]:
@@ -148,7 +181,7 @@ def go_env() -> dict[str, str]:
 
 def build_component(component: Component, out_dir: Path, log: Path) -> None:
     """Build every binary of one component into out_dir (atomically renamed into place)."""
-    module_dir = TOOLS_DIR / component.module
+    module_dir = tools_dir() / component.module
     for binary, package in component.binaries.items():
         tmp = out_dir / f".{binary}.tmp"
         cmd = ["go", "build", "-trimpath", f"-ldflags={component.ldflags}", "-o", str(tmp)]

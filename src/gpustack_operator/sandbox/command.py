@@ -12,7 +12,9 @@ from gpustack_operator.kube.definitions import NotEstablishedError
 from gpustack_operator.sandbox import build, health, inventory
 from gpustack_operator.sandbox.cluster import Sandbox, SandboxError
 
-DEFAULT_RUN_DIR = Path(os.environ.get("GPUSTACK_SANDBOX_DIR", build.REPO_ROOT / ".sandbox"))
+_HOME = build.REPO_ROOT if build.CHECKOUT_TOOLS.is_dir() else build.CACHE_ROOT
+"""The source checkout, or (from an installed wheel) the cache directory."""
+DEFAULT_RUN_DIR = Path(os.environ.get("GPUSTACK_SANDBOX_DIR", _HOME / ".sandbox"))
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,6 +35,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="where PKI, logs, etcd data, state and kubeconfig live (default: %(default)s; "
         "env GPUSTACK_SANDBOX_DIR)",
     )
+    parser.add_argument(
+        "--tools-dir",
+        type=Path,
+        default=None,
+        help="the Go tool modules to build the control plane from (default: env "
+        f"{build.TOOLS_ENV}, else tools/ of the source checkout this runs from)",
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("build", help="build the control-plane binaries that are not cached yet").add_argument(
         "--force", action="store_true", help="rebuild even if cached"
@@ -50,7 +59,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.tools_dir is not None:  # for this process and what it starts, as the variable would be
+        os.environ[build.TOOLS_ENV] = str(args.tools_dir.resolve())
     try:
+        if args.action in ("build", "up"):
+            build.tools_dir()  # fail first, saying what to do, when there are no tool modules to build from
         if args.action == "build":
             build.build_all(force=args.force)
             return 0

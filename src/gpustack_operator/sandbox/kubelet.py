@@ -19,12 +19,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpustack_operator.device_manager.allocator.pods import node_field_selector
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import connect
 from gpustack_operator.kube.informer import Informer
 from gpustack_operator.runtime import Supervisor, run_until_signal
-from gpustack_operator.sandbox import kubelet_http
+from gpustack_operator.sandbox import kubelet_http, kubelet_pods
 from gpustack_operator.sandbox.kubelet_admission import Admission
 from gpustack_operator.sandbox.kubelet_podresources import PodResourcesServer
 from gpustack_operator.sandbox.kubelet_registry import DeviceRegistry
@@ -53,7 +52,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 async def run(args: argparse.Namespace) -> int:
     client = await connect(args.kubeconfig)
-    informer = Informer(client, resources.PODS, field_selector=node_field_selector(args.node))
+    informer = Informer(client, resources.PODS, field_selector=kubelet_pods.field_selector(args.node))
 
     def changed() -> None:
         status.kick()

@@ -24,16 +24,17 @@ from typing import Any
 import grpc
 
 from gpustack_operator.api.quantity import Quantity
-from gpustack_operator.device_manager.allocator import pods as p
 from gpustack_operator.device_manager.plugin.api import pb
-from gpustack_operator.device_manager.podresources.model import ContainerDevices, PodName, pod_name
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
+from gpustack_operator.sandbox import kubelet_pods as kp
 from gpustack_operator.sandbox.kubelet_registry import DeviceRegistry, Endpoint
 from gpustack_operator.sandbox.kwok import ADMITTED_ANNOTATION
 
 log = logging.getLogger(__name__)
 Pod = Mapping[str, Any]
+Committed = Mapping[str, Mapping[str, tuple[str, ...]]]
+"""container name -> resource name -> the device IDs committed to it."""
 
 
 class AdmissionError(Exception):
@@ -98,45 +99,44 @@ class Admission:
             self._wake.clear()
             batch = [pod for pod in self.pods() if self._admissible(pod)]
             self.rng.shuffle(batch)
-            batch.sort(key=lambda pod: str(p.meta(pod).get("creationTimestamp", "")))
+            batch.sort(key=lambda pod: str(kp.meta(pod).get("creationTimestamp", "")))
             for pod in batch:
                 await self.admit(pod)
 
-    def active(self) -> list[tuple[PodName, ContainerDevices]]:
+    def active(self) -> list[tuple[kp.PodName, Committed]]:
         """PodResources List: the active pods this kubelet admitted or is admitting, with the device IDs
         committed to each listed container (restartable init containers, then app containers; a regular
         init container is not listed). A container's IDs appear once its Allocate has returned."""
-        listed: list[tuple[PodName, ContainerDevices]] = []
+        listed: list[tuple[kp.PodName, Committed]] = []
         for pod in self.pods():
-            uid = p.pod_uid(pod)
-            started = uid in self._done or ADMITTED_ANNOTATION in (p.meta(pod).get("annotations") or {})
-            if not started or uid in self._rejected or not p.is_active(pod):
+            uid = kp.uid(pod)
+            started = uid in self._done or ADMITTED_ANNOTATION in kp.annotations_of(pod)
+            if not started or uid in self._rejected or not kp.active(pod):
                 continue
-            spec = pod.get("spec") or {}
-            shown = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
             given = self.allocated.get(uid, {})
             containers: dict[str, dict[str, tuple[str, ...]]] = {}
-            for entry in [*shown, *(spec.get("containers") or [])]:
+            for entry in kp.listed_containers(pod):
                 name = str(entry.get("name"))
                 containers[name] = {res: tuple(ids) for (c, res), ids in given.items() if c == name}
-            listed.append((pod_name(pod), containers))
+            listed.append((kp.name(pod), containers))
         return listed
 
     def _admissible(self, pod: Pod) -> bool:
-        annotations = p.meta(pod).get("annotations") or {}
         return (
-            p.is_pending(pod) and p.pod_uid(pod) not in self._done and ADMITTED_ANNOTATION not in annotations
+            kp.waiting(pod)
+            and kp.uid(pod) not in self._done
+            and ADMITTED_ANNOTATION not in kp.annotations_of(pod)
         )
 
     async def admit(self, pod: Pod) -> None:
-        uid, key = p.pod_uid(pod), p.pod_key(pod)
+        uid, key = kp.uid(pod), kp.key(pod)
         self._done.add(uid)
         self._release_finished()
         record: dict[str, Any] = {"admitted": False, "message": "", "containers": {}}
         self.records[key] = record
         try:
             reuse: dict[str, list[str]] = {}
-            for entry in p.containers(pod):
+            for entry in [*kp.init_containers(pod), *kp.app_containers(pod)]:
                 for resource, device_ids, response in await self._container(pod, entry, reuse):
                     record["containers"].setdefault(entry["name"], {})[resource] = {
                         "deviceIDs": device_ids,
@@ -160,8 +160,8 @@ class Admission:
         self, pod: Pod, entry: Mapping[str, Any], reuse: dict[str, list[str]]
     ) -> list[tuple[str, list[str], Any]]:
         results = []
-        restartable = entry.get("restartPolicy") == "Always"
-        is_init = any(c is entry for c in (pod.get("spec") or {}).get("initContainers") or [])
+        restartable = kp.is_sidecar(entry)
+        is_init = any(c is entry for c in kp.init_containers(pod))
         for resource, text in ((entry.get("resources") or {}).get("limits") or {}).items():
             if resource not in self.registry.endpoints and resource not in self.registry.removed:
                 continue
@@ -207,7 +207,7 @@ class Admission:
             raise AdmissionError(f"Allocate failed due to {err.details()}, which is unexpected") from err
         if not response.container_responses:
             raise AdmissionError(f"no containers return in allocation response {response}")
-        self.allocated.setdefault(p.pod_uid(pod), {})[(container, resource)] = chosen
+        self.allocated.setdefault(kp.uid(pod), {})[(container, resource)] = chosen
         return chosen, response.container_responses[0]
 
     async def _preferred(
@@ -232,12 +232,12 @@ class Admission:
 
     def _release_finished(self) -> None:
         """UpdateAllocatedDevices: forget the devices of pods that are gone or finished."""
-        active = {p.pod_uid(pod) for pod in self.pods() if p.is_active(pod)}
+        active = {kp.uid(pod) for pod in self.pods() if kp.active(pod)}
         for uid in [uid for uid in self.allocated if uid not in active]:
             del self.allocated[uid]
 
     async def _patch(self, pod: Pod, patch: dict[str, Any], subresource: str | None = None) -> None:
-        meta = p.meta(pod)
+        meta = kp.meta(pod)
         await self.client.patch(
             resources.PODS, str(meta["name"]), patch, namespace=meta.get("namespace"), subresource=subresource
         )

@@ -13,44 +13,73 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import grpc
 
-from gpustack_operator.device_manager.plugin.server import serve_unix
 from gpustack_operator.device_manager.podresources.api import pb, rpc
-from gpustack_operator.device_manager.podresources.model import pod_resources
-from gpustack_operator.sandbox.kubelet_admission import Admission
+from gpustack_operator.sandbox import kubelet_pods as kp
+from gpustack_operator.sandbox.kubelet_admission import Admission, Committed
 from gpustack_operator.sandbox.kubelet_registry import DeviceRegistry
 
 log = logging.getLogger(__name__)
 
+Context = grpc.aio.ServicerContext
 
-class PodResourcesServer(rpc.PodResourcesListerServicer):  # type: ignore[misc]
+
+def pod_resources(pod: kp.PodName, containers: Committed) -> pb.PodResources:
+    """One pod as List reports it: its containers in the given order, each resource's device IDs."""
+    namespace, name = pod
+    return pb.PodResources(
+        name=name,
+        namespace=namespace,
+        containers=[
+            pb.ContainerResources(
+                name=container,
+                devices=[
+                    pb.ContainerDevices(resource_name=resource, device_ids=list(device_ids))
+                    for resource, device_ids in by_resource.items()
+                ],
+            )
+            for container, by_resource in containers.items()
+        ],
+    )
+
+
+class PodResourcesServer(rpc.PodResourcesListerServicer):
     def __init__(self, directory: Path, admission: Admission, registry: DeviceRegistry) -> None:
         self.socket = directory / "kubelet.sock"
         self.admission = admission
         self.registry = registry
         self._server: grpc.aio.Server | None = None
 
-    def _listed(self) -> list[Any]:
+    def _listed(self) -> list[pb.PodResources]:
         return [pod_resources(pod, containers) for pod, containers in self.admission.active()]
 
-    async def List(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+    async def List(  # noqa: N802
+        self,
+        request: pb.ListPodResourcesRequest,
+        context: Context[pb.ListPodResourcesRequest, pb.ListPodResourcesResponse],
+    ) -> pb.ListPodResourcesResponse:
         return pb.ListPodResourcesResponse(pod_resources=self._listed())
 
-    async def Get(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+    async def Get(  # noqa: N802
+        self,
+        request: pb.GetPodResourcesRequest,
+        context: Context[pb.GetPodResourcesRequest, pb.GetPodResourcesResponse],
+    ) -> pb.GetPodResourcesResponse:
         for entry in self._listed():
             if (entry.namespace, entry.name) == (request.pod_namespace, request.pod_name):
                 return pb.GetPodResourcesResponse(pod_resources=entry)
         await context.abort(
             grpc.StatusCode.NOT_FOUND, f"pod {request.pod_name} not found in {request.pod_namespace}"
         )
-        return None  # not reached: abort raises
+        raise AssertionError("not reached: abort raises")
 
     async def GetAllocatableResources(  # noqa: N802
-        self, request: Any, context: grpc.aio.ServicerContext
-    ) -> Any:
+        self,
+        request: pb.AllocatableResourcesRequest,
+        context: Context[pb.AllocatableResourcesRequest, pb.AllocatableResourcesResponse],
+    ) -> pb.AllocatableResourcesResponse:
         devices = [
             pb.ContainerDevices(resource_name=name, device_ids=endpoint.healthy)
             for name, endpoint in sorted(self.registry.endpoints.items())
@@ -59,9 +88,14 @@ class PodResourcesServer(rpc.PodResourcesListerServicer):  # type: ignore[misc]
         return pb.AllocatableResourcesResponse(devices=devices)
 
     async def start(self) -> None:
-        self._server = await serve_unix(
-            self.socket, lambda server: rpc.add_PodResourcesListerServicer_to_server(self, server)
-        )
+        """Serve on the socket, replacing the file a previous kubelet left there."""
+        self.socket.parent.mkdir(parents=True, exist_ok=True)
+        self.socket.unlink(missing_ok=True)
+        server = grpc.aio.server()
+        rpc.add_PodResourcesListerServicer_to_server(self, server)
+        server.add_insecure_port(f"unix://{self.socket}")
+        await server.start()
+        self._server = server
         log.info("PodResources serving socket=%s", self.socket)
 
     async def stop(self) -> None:

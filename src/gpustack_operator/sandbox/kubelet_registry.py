@@ -24,10 +24,14 @@ from typing import Any
 import grpc
 
 from gpustack_operator.device_manager.plugin.api import CHECKPOINT_FILE, HEALTHY, VERSION, pb, rpc
-from gpustack_operator.device_manager.plugin.server import LOCAL_POOL
 from gpustack_operator.runtime import Supervisor
 
 log = logging.getLogger(__name__)
+
+LOCAL_POOL = ("grpc.use_local_subchannel_pool", 1)
+"""Dial each plugin on a subchannel of its own: grpc shares subchannels between channels to one target, so
+a plugin's recreated socket would be reached through the connection to the old one, where the kubelet
+dials afresh."""
 
 _QUALIFIED = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
@@ -65,7 +69,7 @@ class Endpoint:
         return [device for device, health in self.devices.items() if health == HEALTHY]
 
 
-class DeviceRegistry:
+class DeviceRegistry(rpc.RegistrationServicer):
     """Registration server plus the per-resource device sets the rest of the stand-in reads."""
 
     def __init__(

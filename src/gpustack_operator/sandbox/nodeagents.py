@@ -75,7 +75,8 @@ def pod_resources_dir(run_dir: Path, node: str) -> Path:
 
 
 def faults_file(run_dir: Path, node: str) -> Path:
-    """Write `{unhealthy: [uuid], missing: [uuid]}` here to fault the node's simulated cards."""
+    """Write `{unhealthy: [uuid], missing: [uuid]}` here to fault the node's simulated cards (re-read every
+    MONITOR_PERIOD; `device_manager.simulated.Faults.save` writes it atomically); remove a UUID to heal it."""
     return node_dir(run_dir, node) / "faults.yaml"
 
 

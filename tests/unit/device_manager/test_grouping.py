@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import pytest
 
-from gpustack_operator.device_manager.grouping import group_cards
+from gpustack_operator.api.types.devices import DevicesGroup
+from gpustack_operator.device_manager.detector.pci import PciDevice, pci_card, with_topology
+from gpustack_operator.device_manager.grouping import group_cards, group_id
 from gpustack_operator.device_manager.model import Card
 from gpustack_operator.nodefeature.labels import construct_acceleratable_node_labels
+from tests.unit.nodefeature.builders import is_label_key
+
+WITH_MEMORY = {"GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY": "true"}
 
 H100 = Card(
     "nvidia",
@@ -23,6 +29,10 @@ H100 = Card(
     family="Hopper",
     cores=16896,
 )
+
+
+def ids(group: DevicesGroup) -> list[str]:
+    return [a["id"] for a in group.get("accelerators", [])]
 
 
 def cards(template: Card, count: int, **changes: object) -> list[Card]:
@@ -125,11 +135,88 @@ def test_one_mig_enabled_card_makes_its_group_unsliceable() -> None:
     assert "acceleratorsFeature" not in group
 
 
-def test_same_name_different_vram_takes_memory_suffixed_ids_instead_of_colliding() -> None:
-    small = dataclasses.replace(H100, product="NVIDIA A100", memory_mib=40960, uuid="GPU-s")
-    large = dataclasses.replace(H100, product="NVIDIA A100", memory_mib=81920, uuid="GPU-l", index=1)
-    other = dataclasses.replace(H100, uuid="GPU-h", index=2)
-    assert [g["id"] for g in group_cards([large, small, other])] == ["a100-40g", "a100-80g", "h100-80gb-hbm3"]
+def test_same_name_different_vram_is_one_group_sized_by_the_smaller_card_and_warned_of(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    small = dataclasses.replace(H100, product="NVIDIA A100-SXM4", memory_mib=40960, uuid="GPU-s", index=1)
+    large = dataclasses.replace(H100, product="NVIDIA A100-SXM4", memory_mib=81920, uuid="GPU-l", index=0)
+    with caplog.at_level(logging.WARNING, logger="gpustack_operator.device_manager.grouping"):
+        a100, h100 = group_cards([large, small, H100])
+    assert (a100["id"], a100["memory"], [a["id"] for a in a100["accelerators"]]) == (
+        "a100-sxm4",
+        40960,
+        ["GPU-l", "GPU-s"],
+    )
+    assert h100["id"] == "h100-80gb-hbm3"
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "nvidia-a100-sxm4" in warning
+    assert "set GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY=true to split them" in warning
+
+
+def test_with_the_memory_suffix_same_name_different_vram_are_two_groups() -> None:
+    small = dataclasses.replace(H100, product="NVIDIA A100-SXM4", memory_mib=40960, uuid="GPU-s")
+    large = dataclasses.replace(H100, product="NVIDIA A100-SXM4", memory_mib=81920, uuid="GPU-l", index=1)
+    groups = group_cards([large, small, H100], environ=WITH_MEMORY)
+    assert [g["id"] for g in groups] == ["a100-sxm4-40g", "a100-sxm4-80g", "h100-80gb-hbm3-80g"]
+
+
+def test_an_a100_keeps_its_id_when_another_a100_size_joins_or_leaves_the_node() -> None:
+    large = dataclasses.replace(H100, product="NVIDIA A100-PCIE", memory_mib=81920, uuid="GPU-l")
+    small = dataclasses.replace(H100, product="NVIDIA A100-PCIE", memory_mib=40960, uuid="GPU-s", index=1)
+    for environ, expected in (({}, "a100-pcie"), (WITH_MEMORY, "a100-pcie-80g")):
+        alone = group_cards([large], environ)
+        together = group_cards([large, small], environ)
+        assert [g["id"] for g in alone] == [expected]
+        assert [g["id"] for g in together if "GPU-l" in ids(g)] == [expected]
+
+
+def test_two_spellings_of_one_product_merge_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    spelt = dataclasses.replace(H100, product="NVIDIA A100", memory_mib=81920, uuid="GPU-a")
+    bare = dataclasses.replace(H100, product="A100", memory_mib=81920, uuid="GPU-b", index=1)
+    with caplog.at_level(logging.WARNING, logger="gpustack_operator.device_manager.grouping"):
+        (group,) = group_cards([spelt, bare], environ=WITH_MEMORY)
+    assert (group["id"], ids(group)) == ("a100-80g", ["GPU-a", "GPU-b"])
+    assert group["name"] == "A100", "the name is chosen by a fixed order, not by which card came first"
+    assert caplog.records == []
+
+
+def test_a_collision_is_warned_of_once_per_process_not_every_detection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    big = dataclasses.replace(H100, product="NVIDIA Once-Only", memory_mib=40960, uuid="GPU-1")
+    odd = dataclasses.replace(big, cores=1, uuid="GPU-2", index=1)
+    with caplog.at_level(logging.WARNING, logger="gpustack_operator.device_manager.grouping"):
+        for _ in range(3):
+            group_cards([big, odd], environ=WITH_MEMORY)
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "no setting splits them" in warning, "same VRAM: the memory suffix would not help"
+
+
+@pytest.mark.parametrize(
+    ("product", "pci_id", "environ", "expected"),
+    [
+        pytest.param("NVIDIA", "10de:2330", {}, "pci-10de2330", id="vendor-word-only-named-by-pci-ids"),
+        pytest.param("", "10de:2330", {}, "pci-10de2330", id="empty-name-named-by-pci-ids"),
+        pytest.param("NVIDIA", "10de:2330", WITH_MEMORY, "pci-10de2330-80g", id="with-memory"),
+        pytest.param("NVIDIA", "", {}, "unnamed", id="no-pci-ids-either"),
+        pytest.param("NVIDIA ®", "", WITH_MEMORY, "unnamed-80g", id="nothing-at-all-with-memory"),
+    ],
+)
+def test_a_product_name_that_normalises_to_nothing_gets_a_valid_stable_id(
+    product: str, pci_id: str, environ: dict[str, str], expected: str
+) -> None:
+    card = dataclasses.replace(H100, product=product, pci_id=pci_id)
+    (group,) = group_cards([card], environ)
+    assert group["id"] == expected
+    for key in construct_acceleratable_node_labels([group]):
+        assert is_label_key(key), key
+
+
+def test_a_nameless_card_is_called_what_a_bus_only_detection_calls_it() -> None:
+    device = PciDevice(address="0000:3b:00.0", vendor="10de", device="2330", pci_class="030200")
+    from_bus = pci_card("nvidia", device, 0, "NVML not installed")
+    from_library = with_topology(dataclasses.replace(H100, product="NVIDIA"), device)
+    assert group_id(from_library) == group_id(from_bus) == "pci-10de2330"
 
 
 def test_groups_are_sorted_so_the_same_cards_always_give_the_same_spec() -> None:
@@ -145,5 +232,19 @@ def test_groups_are_sorted_so_the_same_cards_always_give_the_same_spec() -> None
 
 
 def test_group_id_with_memory_setting_is_honoured() -> None:
-    (group,) = group_cards([H100], environ={"GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY": "true"})
+    (group,) = group_cards([H100], environ=WITH_MEMORY)
     assert group["id"] == "h100-80gb-hbm3-80g"
+
+
+def test_a_card_the_library_lost_stays_in_its_group_without_shrinking_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen = cards(dataclasses.replace(H100, product="NVIDIA A100-SXM4-80GB", memory_mib=81920), 3)
+    device = PciDevice("0000:c1:00.0", "10de", "20b2", "030200", model="GA100 [A100 SXM4 80GB]")
+    lost = pci_card("nvidia", device, 3, "the nvidia library does not see this card", healthy=False)
+    with caplog.at_level(logging.WARNING, logger="gpustack_operator.device_manager.grouping"):
+        (group,) = group_cards([*seen, lost])
+    assert (group["id"], group["memory"], group["name"]) == ("a100-sxm4-80gb", 81920, "NVIDIA A100-SXM4-80GB")
+    assert [a["status"]["unhealthy"] for a in group["accelerators"]] == [False, False, False, True]
+    assert "acceleratorsFeature" in group, "one lost card does not take slicing from its healthy siblings"
+    assert caplog.records == []

@@ -1,15 +1,20 @@
-"""The detect loop re-reports only on change, survives detection failures and tells listeners."""
+"""The detect loop re-reports only on change, survives detection failures, tells listeners, heals cards
+after enough healthy checks, and waits on the injected clock."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gpustack_operator.api.types.devices import DevicesGroup
+from gpustack_operator.device_manager.health import HealthGate
 from gpustack_operator.device_manager.model import Card, DetectionError, Metrics
 from gpustack_operator.device_manager.monitor import DetectLoop, format_metrics
 from gpustack_operator.device_manager.simulated import SimulatedBackend
+from gpustack_operator.runtime import FakeClock
+from tests.unit.runtime.helpers import eventually
 
 INVENTORY = Path(__file__).parents[3] / "src/gpustack_operator/sandbox/inventory.yaml"
 
@@ -89,6 +94,37 @@ async def test_each_report_kicks_the_ledger_writer_instead_of_writing_the_ledger
     backend.mark_unhealthy(backend.detect()[0].uuid)
     await detect.step()
     assert kicks == [1, 2, 3], "first report, the periodic resync, the new health - each then the ledger"
+
+
+def health_of(report: list[DevicesGroup]) -> list[bool]:
+    return [not acc["status"]["unhealthy"] for acc in report[0]["accelerators"]]
+
+
+async def test_a_cleared_fault_is_reported_healthy_after_the_recovery_checks_on_the_loops_clock() -> None:
+    backend = SimulatedBackend(INVENTORY, "a10-0")
+    reporter = RecordingReporter()
+    clock = FakeClock()
+    detect = loop(backend, reporter, period=15.0, health=HealthGate(2), clock=clock)
+    task = asyncio.ensure_future(detect.run())
+    try:
+        await eventually(lambda: len(reporter.reports) == 1 and clock.pending == 1)
+        sick = backend.detect()[1].uuid
+        backend.mark_unhealthy(sick)
+        await asyncio.sleep(0.05)
+        assert len(reporter.reports) == 1, "nothing is read again until the clock moves a period"
+        clock.advance(15.0)
+        await eventually(lambda: len(reporter.reports) == 2 and clock.pending == 1)
+        assert health_of(reporter.reports[-1]) == [True, False, True, True]
+
+        backend.clear_faults()
+        clock.advance(15.0)  # first healthy reading: still on probation, nothing new to report
+        await eventually(lambda: detect.steps == 3 and clock.pending == 1)
+        assert len(reporter.reports) == 2
+        clock.advance(15.0)  # second in a row: healed
+        await eventually(lambda: len(reporter.reports) == 3)
+        assert health_of(reporter.reports[-1]) == [True, True, True, True]
+    finally:
+        task.cancel()
 
 
 def test_metrics_table_shows_unknown_values_as_dashes() -> None:

@@ -1,19 +1,24 @@
 """serve's ledger writer is the one writer of Devices.status (conditional writes, rebuilt when the spec
-moved), and pod events move it and free what gone pods held."""
+moved, retried on the injected clock), pod events move it and free what gone pods held, and the
+health-recovery flag says what it does."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import copy
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
+
 from gpustack_operator.device_manager import ledger
 from gpustack_operator.device_manager.allocator.pods import node_field_selector
 from gpustack_operator.device_manager.allocator.sources import KubePods, pod_informer
-from gpustack_operator.device_manager.serve import LedgerWriter, PodEvents
+from gpustack_operator.device_manager.serve import LedgerWriter, PodEvents, add_flags
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
+from gpustack_operator.runtime import FakeClock
 from tests.unit.device_manager.allocator.builders import EXCLUSIVE, container, device_id, pod, whole
 from tests.unit.device_manager.allocator.conftest import FakeCluster, make_allocator
 from tests.unit.runtime.helpers import eventually
@@ -86,6 +91,45 @@ async def test_a_spec_reported_mid_rebuild_makes_the_writer_rebuild_against_it()
         task.cancel()
     assert [patch["metadata"]["resourceVersion"] for patch in api.patches] == ["1", "2"]
     assert len(api.selectors) == 2, "the refused write was rebuilt from a fresh read, not retried as is"
+
+
+async def test_a_failed_ledger_write_is_retried_after_a_pause_on_the_writers_clock() -> None:
+    api = DevicesApi(cards=2)
+    outage = [errors.KubeError(status=503, reason="ServiceUnavailable", message="apiserver restarting")]
+
+    async def patch(res: Any, name: str, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        if outage:
+            raise outage.pop()
+        return await DevicesApi.patch(api, res, name, body, **kw)
+
+    api.patch = patch  # type: ignore[method-assign]
+    clock = FakeClock()
+    writer = LedgerWriter(cast(Client, api), "node-a", clock, retry=5.0)
+    task = asyncio.ensure_future(writer.run())
+    try:
+        writer.kick()
+        await eventually(lambda: clock.pending == 1)
+        assert ledger_cards(api) == [], "the write failed and is not retried before the pause"
+        clock.advance(5.0)
+        await eventually(lambda: ledger_cards(api) == ["GPU-0", "GPU-1"])
+    finally:
+        task.cancel()
+
+
+def serve_flags(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_flags(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_health_recovery_checks_default_to_three_and_must_be_at_least_one() -> None:
+    assert serve_flags().health_recovery_checks == 3
+    assert serve_flags("--health-recovery-checks", "1").health_recovery_checks == 1
+    with pytest.raises(argparse.ArgumentError, match="at least 1"):
+        serve_flags("--health-recovery-checks", "0")
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    assert "--health-recovery-checks N" in parser.format_help()
 
 
 def test_the_pod_informer_watches_the_pods_bound_to_the_node() -> None:

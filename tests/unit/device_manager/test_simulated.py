@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from gpustack_operator.device_manager.model import DetectionError
-from gpustack_operator.device_manager.simulated import SimulatedBackend, simulated_uuid
+from gpustack_operator.device_manager.simulated import Faults, SimulatedBackend, simulated_uuid
 
 SANDBOX_INVENTORY = Path(__file__).parents[3] / "src/gpustack_operator/sandbox/inventory.yaml"
 
@@ -90,6 +90,21 @@ def test_faults_file_is_reread_on_every_detection(tmp_path: Path) -> None:
     ]
     faults.unlink()
     assert len(backend.detect()) == 4
+
+
+def test_saved_faults_are_what_a_running_backend_reads_and_leave_no_temp_file(tmp_path: Path) -> None:
+    faults = tmp_path / "node" / "faults.yaml"
+    backend = SimulatedBackend(SANDBOX_INVENTORY, "a10-0", faults)
+    uuids = [c.uuid for c in backend.detect()]
+    Faults(unhealthy={uuids[1]}, missing={uuids[3]}).save(faults)
+    assert [(c.uuid, c.healthy) for c in backend.detect()] == [
+        (uuids[0], True),
+        (uuids[1], False),
+        (uuids[2], True),
+    ]
+    Faults().save(faults)
+    assert [c.healthy for c in backend.detect()] == [True] * 4
+    assert [p.name for p in faults.parent.iterdir()] == ["faults.yaml"]
 
 
 def test_malformed_inventory_is_a_detection_error(tmp_path: Path) -> None:

@@ -75,6 +75,18 @@ def all_views(views: AcceleratorViews) -> dict[str, tuple[str, str, str]]:
             id="remainders smaller than one share or one percent round down to nothing",
         ),
         pytest.param(
+            [
+                [
+                    free(),
+                    Card(D, NONE, True, healthy=False),
+                    Card(1_280_000, SHARED, True, healthy=False),
+                    Card(1_120_000, SLICED, True, healthy=False),
+                ]
+            ],
+            {"exclusive": ("4", "1", "1"), "shared": ("40", "10", "10"), "sliced": ("400", "100", "100")},
+            id="unhealthy cards keep their place in capacity but offer nothing in any mode",
+        ),
+        pytest.param(
             [],
             {"exclusive": ("0", "0", "0"), "shared": ("0", "0", "0"), "sliced": ("0", "0", "0")},
             id="an empty pool",
@@ -120,6 +132,21 @@ def test_pool_cards_reads_only_the_pool_group_and_its_slicing_capability() -> No
     assert pool_cards(obj, "nvidia-a10g") == [Card(D, NONE, True), Card(0, EXCLUSIVE, True)]
     assert pool_cards(obj, "nvidia-h100") == [Card(D, NONE, False)]
     assert pool_cards(obj, "nvidia-t4") == []
+
+
+def test_a_card_the_device_manager_reports_unhealthy_reads_unhealthy_in_the_pool() -> None:
+    spec = group("nvidia", "a10g", max_slices=128)
+    spec["accelerators"] = [
+        {"id": "0", "status": {"unhealthy": False}},
+        {"id": "1", "status": {"unhealthy": True}},
+    ]
+    rows = [
+        {"id": "0", "index": 0, "mode": 0, "remaining": D},
+        {"id": "1", "index": 1, "mode": 0, "remaining": D},
+    ]
+    obj = devices([spec], [ledger("nvidia", "a10g", *rows)])
+    assert pool_cards(obj, "nvidia-a10g") == [Card(D, NONE, True), Card(D, NONE, True, healthy=False)]
+    assert all_views(accelerator_views([pool_cards(obj, "nvidia-a10g")]))["exclusive"] == ("2", "1", "1")
 
 
 def test_a_node_whose_ledger_is_not_written_yet_has_no_cards() -> None:

@@ -6,11 +6,15 @@ candidates are the pods the kubelet lists through PodResources, when it answers:
 earlier, whose matching containers all hold cards already, and the one it is admitting now, so the pod is
 known exactly (see `podresources/client.py`); without that answer, every pending pod on the node is a
 candidate and `identify` ranks them. The pod list comes from the informer cache and, when the cache shows
-no feasible match or a card held in another mode, from the API server; with still no match, or the
-conflict still there (the kubelet frees a finished pod's devices before its status reaches the API
-server), the call is retried within `retries` x `retry_interval` and then fails, which the kubelet turns
-into a failed admission. The durable record - the pod annotation - and the per-container work directory
-are written after the lock is released, under a per-pod lock.
+no feasible match or a card held in another mode, from the API server. A conflict the API server confirms
+is refused at once with FAILED_PRECONDITION (the kubelet waits on Allocate, and the Pod start with it):
+confirmed means the API server's pods show the holder and the kubelet, when PodResources answers, still
+lists a holder as active - it frees a finished pod's devices before the pod's status reaches the API
+server, so a conflict with holders it no longer lists is retried. With no pod matching yet (or with
+`fast_failed` off, `--no-fast-failed`, for every conflict), the call is retried within `retries` x
+`retry_interval` and then fails, which the kubelet turns into a failed admission. The durable record -
+the pod annotation - and the per-container work directory are written after the lock is released, under a
+per-pod lock.
 """
 
 from __future__ import annotations
@@ -25,11 +29,9 @@ from typing import Any, Protocol
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator import pods as p
 from gpustack_operator.device_manager.allocator.annotation import ANNOTATION, encode, pod_allocations
-from gpustack_operator.device_manager.allocator.identify import Tier
+from gpustack_operator.device_manager.allocator.holdings import Reservations, prefer
+from gpustack_operator.device_manager.allocator.identify import Tier, resolve
 from gpustack_operator.device_manager.allocator.plan import CardConflictError, Plan, Planner
-from gpustack_operator.device_manager.allocator.preference import prefer
-from gpustack_operator.device_manager.allocator.reservations import Reservations
-from gpustack_operator.device_manager.allocator.resolve import resolve
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths, WorkDirs
 from gpustack_operator.device_manager.plugin import ids
 from gpustack_operator.device_manager.plugin.handler import (
@@ -41,6 +43,7 @@ from gpustack_operator.device_manager.plugin.handler import (
 from gpustack_operator.device_manager.plugin.inventory import CardInfo, Inventory
 from gpustack_operator.device_manager.podresources.model import KubeletPods
 from gpustack_operator.kube.errors import KubeError
+from gpustack_operator.runtime import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
 Pod = dict[str, Any]
@@ -76,6 +79,8 @@ class AllocatorConfig:
     retries: int = 5
     retry_interval: float = 3.0
     paths: HostPaths = field(default_factory=HostPaths)
+    fast_failed: bool = True
+    """Refuse a conflict the API server confirms at once; False retries it like a pod not found yet."""
 
     @property
     def retry_window(self) -> float:
@@ -93,7 +98,7 @@ class Allocator:
         writer: PodWriter,
         config: AllocatorConfig,
         on_change: Callable[[], None] = lambda: None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
         kubelet: KubeletSource | None = None,
     ) -> None:
         self.inventories = inventories
@@ -102,7 +107,7 @@ class Allocator:
         self.writer = writer
         self.config = config
         self.on_change = on_change
-        self.clock = clock
+        self.clock: Clock = clock or MonotonicClock()
         self.reservations = Reservations()
         self.planner = Planner(self.reservations, config.paths)
         self.workdirs = WorkDirs(config.paths)
@@ -146,15 +151,18 @@ class Allocator:
         if lock is not None and not lock.locked():
             del self._pod_locks[uid]
 
-    def collect(self, live_pods: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Expire ghost reservations, then remove the work dirs of pods neither listed nor reserved.
+    async def collect(self, live_pods: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Expire ghost reservations, then remove the work dirs of pods neither listed nor reserved;
+        returns the pod UIDs removed. Listing and removal run in worker threads: a gone pod's tree can
+        be large, and removing it must never stall an Allocate.
 
         `live_pods` is the synced cache; a reservation whose pod it has not shown for more than one retry
         window is dropped (one whose annotation is being written right now is kept).
         """
         live = {p.pod_uid(pod) for pod in live_pods}
         writing = {uid for uid, lock in self._pod_locks.items() if lock.locked()}
-        for uid, ghost in self.reservations.expire(live | writing, self.clock(), self.config.retry_window):
+        now, window = self.clock.now(), self.config.retry_window
+        for uid, ghost in self.reservations.expire(live | writing, now, window):
             self._pod_locks.pop(uid, None)
             log.warning(
                 "dropped reservation pod=%s uid=%s: not in the pod cache for over %.0fs",
@@ -162,7 +170,12 @@ class Allocator:
                 uid,
                 self.config.retry_window,
             )
-        return self.workdirs.collect(live | {uid for uid, _ in self.reservations.items()})
+        present = await asyncio.to_thread(self.workdirs.present)
+        # Decided on the loop, after the listing: a pod reserved meanwhile keeps its directory.
+        keep = live | {uid for uid, lock in self._pod_locks.items() if lock.locked()}
+        keep |= {uid for uid, _ in self.reservations.items()}
+        gone = [uid for uid in present if uid not in keep]
+        return await asyncio.to_thread(self.workdirs.remove, gone) if gone else []
 
     # ---- steps ---------------------------------------------------------------------------------------------
     async def _identify(
@@ -171,7 +184,7 @@ class Allocator:
         conflict: CardConflictError | None = None
         for attempt in range(self.config.retries + 1):
             if attempt:
-                await asyncio.sleep(self.config.retry_interval)
+                await self.clock.sleep(self.config.retry_interval)
             async with self._lock:
                 kubelet = await self.kubelet.active() if self.kubelet is not None else None
                 try:
@@ -185,6 +198,9 @@ class Allocator:
                     try:
                         plan = self._plan(resource, devices, cards, await self._fresh(), kubelet)
                     except CardConflictError as err:
+                        if self.config.fast_failed and _confirmed(err, kubelet):
+                            log.info("node=%s refused at once: %s", self.config.node_name, err)
+                            raise
                         plan, conflict = None, err
                 if plan is not None:
                     self._reserve(plan)
@@ -239,10 +255,17 @@ class Allocator:
             async with self._pod_locks.setdefault(uid, asyncio.Lock()):
                 merged = {**pod_allocations(plan.pod), **self.reservations.containers(uid)}
                 await self.writer.annotate(plan.pod, ANNOTATION, encode(merged))
-                if plan.work_dir:
-                    self.workdirs.prepare(uid, plan.container, plan.work_dir)
+                if plan.prepare is not None:
+                    plan.prepare(self.workdirs)  # small and bounded: kept on the loop, off the lock
         except Exception as err:
             self.reservations.unreserve(uid, plan.container)
             log.error("recording allocation failed pod=%s container=%s: %s", key, plan.container, err)
             raise AllocateError(f"cannot record the allocation of pod {key}: {err}") from err
         self.on_change()
+
+
+def _confirmed(conflict: CardConflictError, kubelet: KubeletPods | None) -> bool:
+    """The API server showed the holders; the kubelet, when it answers, still holds one of them."""
+    if kubelet is None:
+        return True
+    return any(holder in kubelet.pods for holder in conflict.holders)

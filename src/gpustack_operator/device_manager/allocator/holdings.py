@@ -1,21 +1,36 @@
-"""Who holds each card right now, and in which mode: the allocator's cross-mode view.
+"""Who holds each card right now, and in which mode: the cross-mode view, and what it steers.
 
 The kubelet accounts each resource separately, so it will happily hand a sliced token of a card that an
-exclusive pod owns. Before reserving, the allocator checks the cards against this view, built the way the
+exclusive pod owns. Before reserving, the allocator checks the cards against Holdings, built the way the
 ledger is (contract §2.5: seed every card free with 1,600,000 units, apply each pod's recorded mode and
-units, a pod whose mode conflicts with a card's is skipped), from the pod annotations plus the in-process
-reservations whose annotations have not landed yet. Pods that finished (Succeeded, Failed) hold nothing:
-the kubelet has already taken their devices back.
+units, a pod whose mode conflicts with a card's is skipped), from the pod annotations plus this
+process's Reservations. Pods that finished (Succeeded, Failed) hold nothing: the kubelet has already
+taken their devices back.
+
+Reservations are the allocations made here whose annotations may not be visible yet: between reserving
+cards under the node lock and the annotation patch reaching the pod cache, the cards would look free to
+the next Allocate. They also remember which sidecar containers were served the visibility resource, so
+a batch of SSH pods maps one-to-one. A reservation lives until its pod is gone or finished; after a
+restart the annotations alone carry the state. A pod can vanish without the informer ever showing it
+(found through the API server, deleted before the cache caught up), so a reservation whose pod the
+synced cache has not shown for longer than the allocator's retry window expires: a ghost must not keep a
+card held until the next restart.
+
+GetPreferredAllocation (`prefer`) reads the same view to steer the kubelet's pick towards cards Allocate
+will accept: cards already held in the requested mode first (packing slices and shares, the emptiest of
+them first), then free cards, and cards held in another mode last; tokens are spread over distinct cards
+before a second token of one card is taken.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.annotation import ContainerAllocation
+from gpustack_operator.device_manager.plugin import ids
 from gpustack_operator.nodefeature.credits import RESOURCE_MAX_UNITS
 
 log = logging.getLogger(__name__)
@@ -77,3 +92,108 @@ class Holdings:
         return not self.conflicts(demand, mode) and all(
             self.get(key).remaining >= units for key, units in demand.items()
         )
+
+
+@dataclass
+class PodReservation:
+    key: str
+    """`namespace/name`."""
+    containers: dict[str, ContainerAllocation] = field(default_factory=dict)
+    visibility_served: set[str] = field(default_factory=set)
+    absent_since: float | None = None
+    """When a sweep first found the pod missing from the cache (None while it is there)."""
+
+
+class Reservations:
+    """Reservations by pod UID."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, PodReservation] = {}
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def get(self, uid: str) -> PodReservation | None:
+        return self._pods.get(uid)
+
+    def items(self) -> list[tuple[str, PodReservation]]:
+        return list(self._pods.items())
+
+    def containers(self, uid: str) -> Mapping[str, ContainerAllocation]:
+        reservation = self._pods.get(uid)
+        return reservation.containers if reservation else {}
+
+    def reserve(self, uid: str, key: str, container: str, allocation: ContainerAllocation) -> None:
+        self._pods.setdefault(uid, PodReservation(key)).containers[container] = allocation
+
+    def unreserve(self, uid: str, container: str) -> None:
+        reservation = self._pods.get(uid)
+        if reservation is not None:
+            reservation.containers.pop(container, None)
+            if not reservation.containers and not reservation.visibility_served:
+                del self._pods[uid]
+
+    def served(self, uid: str) -> set[str]:
+        reservation = self._pods.get(uid)
+        return set(reservation.visibility_served) if reservation else set()
+
+    def mark_served(self, uid: str, key: str, container: str) -> None:
+        self._pods.setdefault(uid, PodReservation(key)).visibility_served.add(container)
+
+    def release(self, uid: str) -> None:
+        self._pods.pop(uid, None)
+
+    def expire(self, live: set[str], now: float, window: float) -> list[tuple[str, PodReservation]]:
+        """Drop the reservations of pods missing from `live` for more than `window`; returns them."""
+        dropped = []
+        for uid, reservation in list(self._pods.items()):
+            if uid in live:
+                reservation.absent_since = None
+            elif reservation.absent_since is None:
+                reservation.absent_since = now
+            elif now - reservation.absent_since > window:
+                dropped.append((uid, self._pods.pop(uid)))
+        return dropped
+
+
+def _rank(holdings: Holdings, key: tuple[str, str], mode: DeviceAllocationMode) -> tuple[int, int]:
+    holding = holdings.get(key)
+    if holding.mode is DeviceAllocationMode.NONE:
+        return 1, 0
+    if holding.mode is mode:
+        return 0, -holding.remaining
+    return 2, 0
+
+
+def prefer(
+    mode: DeviceAllocationMode,
+    available: Sequence[str],
+    must_include: Sequence[str],
+    size: int,
+    holdings: Holdings,
+    order: Mapping[tuple[str, str], int] | None = None,
+) -> list[str]:
+    """Up to `size` IDs: every `must_include` ID, then the best of `available` by the rules above.
+
+    Among equally good cards the lower `order` (the card index) wins.
+    """
+    order = order or {}
+    chosen = list(dict.fromkeys(must_include))
+    by_card: dict[tuple[str, str], list[ids.DeviceID]] = {}
+    for device_id in available:
+        if device_id in chosen:
+            continue
+        try:
+            device = ids.parse_id(device_id)
+        except ids.InvalidDeviceIDError:
+            continue
+        by_card.setdefault(device.card, []).append(device)
+    ranked = sorted(by_card, key=lambda key: (_rank(holdings, key, mode), order.get(key, 0), key))
+    queues = [sorted(by_card[key], key=lambda d: d.idx) for key in ranked]
+    depth = 0
+    while len(chosen) < size and any(depth < len(q) for q in queues):
+        for queue in queues:
+            if depth < len(queue) and len(chosen) < size:
+                chosen.append(str(queue[depth]))
+        depth += 1
+    return chosen[: max(size, len(must_include))]

@@ -1,24 +1,66 @@
-"""Which pod an Allocate call is for: the kubelet sends only device IDs, never the pod.
+"""What an Allocate call is for: the cards its device IDs name, and the pod being admitted.
 
-The kubelet admits the pods bound to its node one at a time, oldest first, and allocates each container's
-resources right then; so the pod being admitted is a Pending pod on this node with a container whose limit
-for the resource equals the number of IDs. Among several, the oldest wins, in tiers: first a pod part-way
-through admission (it holds cards for one container and still has a matching container without any: the
-kubelet allocates every container of a pod before it admits the next pod, and an app container reusing
-its init container's IDs lands here too), then pods whose demand fits the cards the kubelet picked, then
-pods it would not fit (the ledger clamps, the kubelet decided), and last pods whose every matching
-container already holds an allocation (a replay after a restart). The sidecar's visibility resource
-instead re-finds a pod that already holds cards and mirrors them.
+The kubelet sends only device IDs, never the pod. First the IDs are checked against this node's cards:
+an Allocate the plugin cannot honour must fail with FAILED_PRECONDITION and change nothing - IDs it
+never advertised for the resource's mode, tokens of an unhealthy card (the visibility resource excepted:
+it only mirrors cards a pod already holds), and a sliced request whose tokens fall on fewer cards than
+it asks for (a slice is one token on each of `limit` distinct cards; two tokens of one card would
+silently become a single slice, leaving the container with fewer cards than the scheduler accounted for).
+
+Then the pod. The kubelet admits the pods bound to its node one at a time, oldest first, and allocates
+each container's resources right then; so the pod being admitted is a Pending pod on this node with a
+container whose limit for the resource equals the number of IDs. Among several, the oldest wins, in
+tiers: first a pod part-way through admission (it holds cards for one container and still has a matching
+container without any: the kubelet allocates every container of a pod before it admits the next pod,
+and an app container reusing its init container's IDs lands here too), then pods whose demand fits the
+cards the kubelet picked, then pods it would not fit (the ledger clamps, the kubelet decided), and last
+pods whose every matching container already holds an allocation (a replay after a restart). The
+sidecar's visibility resource instead re-finds a pod that already holds cards and mirrors them.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator import pods as p
+from gpustack_operator.device_manager.plugin import ids
+from gpustack_operator.device_manager.plugin.handler import AllocationRefusedError, ResourceSpec
+from gpustack_operator.device_manager.plugin.inventory import CardInfo, Inventory
+
+CardKey = tuple[str, str]
+
+
+def resolve(
+    resource: ResourceSpec, inventory: Inventory | None, device_ids: Sequence[str]
+) -> tuple[list[ids.DeviceID], dict[CardKey, CardInfo]]:
+    """The parsed IDs and their cards (first-seen order); AllocationRefusedError when one is not servable."""
+    if inventory is None or not device_ids:
+        raise AllocationRefusedError(f"{resource.name}: no devices of {resource.manufacturer} to allocate")
+    devices: list[ids.DeviceID] = []
+    cards: dict[CardKey, CardInfo] = {}
+    for device_id in device_ids:
+        try:
+            device = ids.parse_id(device_id)
+        except ids.InvalidDeviceIDError as err:
+            raise AllocationRefusedError(f"{resource.name}: {err}") from err
+        card = inventory.card(device.card)
+        if card is None or not ids.valid_in(device, resource.mode, card.max_slices):
+            raise AllocationRefusedError(f"{resource.name}: unknown device {device_id!r}")
+        if not card.healthy and resource.mode is not DeviceAllocationMode.VISIBILITY:
+            raise AllocationRefusedError(f"{resource.name}: device {device_id} is on unhealthy card")
+        devices.append(device)
+        cards.setdefault(card.key, card)
+    if resource.mode is DeviceAllocationMode.SLICED and len(cards) < len(devices):
+        raise AllocationRefusedError(
+            f"{resource.name}: {len(devices)} slices asked for but the devices fall on {len(cards)} "
+            f"card(s) ({', '.join(card.uuid for card in cards.values())}); a slice takes one token on "
+            "each of distinct cards"
+        )
+    return devices, cards
 
 
 class Tier(enum.IntEnum):

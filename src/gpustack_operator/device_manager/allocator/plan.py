@@ -1,9 +1,10 @@
 """The decision inside the node lock: which pod, are its cards free, what it is given - no I/O.
 
 Given the pods on the node, the reservations and the kubelet's device IDs, a Planner identifies the pod,
-checks the cards against the cross-mode view and builds both the allocation to record and the container
-response. Keeping this pure makes every mode's rules testable as tables, and keeps the locked section as
-short as the pod listing in front of it.
+checks the cards against the cross-mode view and builds the allocation to record; the container response
+comes from the vendor's module in `responses`, which may add host files to write once the allocation is
+recorded (outside the lock). Keeping this pure makes every mode's rules testable as tables, and keeps the
+locked section as short as the pod listing in front of it.
 """
 
 from __future__ import annotations
@@ -13,16 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode
-from gpustack_operator.device_manager.allocator import identify, nvidia, vendors
+from gpustack_operator.device_manager.allocator import identify, responses
 from gpustack_operator.device_manager.allocator import pods as p
 from gpustack_operator.device_manager.allocator.annotation import (
     AllocatedCard,
     ContainerAllocation,
     pod_allocations,
 )
-from gpustack_operator.device_manager.allocator.demand import card_demand, sliced_request
-from gpustack_operator.device_manager.allocator.holdings import Holdings
-from gpustack_operator.device_manager.allocator.reservations import Reservations
+from gpustack_operator.device_manager.allocator.demand import SlicedRequest, card_demand, sliced_request
+from gpustack_operator.device_manager.allocator.holdings import Holdings, Reservations
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths
 from gpustack_operator.device_manager.plugin.handler import (
     AllocationRefusedError,
@@ -31,6 +31,7 @@ from gpustack_operator.device_manager.plugin.handler import (
 )
 from gpustack_operator.device_manager.plugin.ids import DeviceID
 from gpustack_operator.device_manager.plugin.inventory import CardInfo
+from gpustack_operator.device_manager.podresources.model import PodName
 
 CardKey = tuple[str, str]
 Pod = Mapping[str, Any]
@@ -38,6 +39,11 @@ Pod = Mapping[str, Any]
 
 class CardConflictError(AllocationRefusedError):
     """A card the kubelet picked is held in another mode - by the pods as listed, which may lag."""
+
+    def __init__(self, message: str, holders: Iterable[PodName]) -> None:
+        super().__init__(message)
+        self.holders = frozenset(holders)
+        """The holding pods, (namespace, name)."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +55,8 @@ class Plan:
     allocation: ContainerAllocation | None
     """None for the visibility sidecar, which holds nothing."""
     response: ContainerResponse
-    work_dir: str | None = None
-    """The per-container work directory to create (relative to the container's dir), if any."""
+    prepare: responses.Prepare | None = None
+    """Host files the container needs before it starts, written once the allocation is recorded."""
     tier: identify.Tier = identify.Tier.FEASIBLE
     """How the pod was found; anything but FEASIBLE is re-checked against a fresh pod list."""
 
@@ -94,7 +100,8 @@ class Planner:
 
         def fits(pod: Pod, container: str) -> bool:
             try:
-                return holdings.fits(self._demand(resource, devices, cards, pod, container), mode)
+                demand = card_demand(mode, devices, cards, _sliced(resource, pod, container))
+                return holdings.fits(demand, mode)
             except AllocationRefusedError:
                 return False
 
@@ -110,8 +117,10 @@ class Planner:
                 f"card {key[1]} is held {h.mode.label} by {', '.join(h.holders)}"
                 for key, h in conflicts.items()
             )
-            raise CardConflictError(f"{resource.name} for pod {best.key}: {held}")
-        demand = self._demand(resource, devices, cards, best.pod, best.container)
+            names = {_pod_name(h) for holding in conflicts.values() for h in holding.holders}
+            raise CardConflictError(f"{resource.name} for pod {best.key}: {held}", names)
+        sliced = _sliced(resource, best.pod, best.container)
+        demand = card_demand(mode, devices, cards, sliced)
         allocation = ContainerAllocation(
             mode,
             tuple(
@@ -119,8 +128,18 @@ class Planner:
             ),
             tuple(str(d) for d in devices),
         )
-        response, work_dir = self._response(resource, list(cards.values()), best)
-        return Plan(best.pod, best.container, allocation, response, work_dir, best.tier)
+        grant = responses.Grant(
+            resource.manufacturer,
+            mode,
+            tuple(cards.values()),
+            sliced,
+            frozenset(p.env_names(p.container(best.pod, best.container))),
+            p.pod_uid(best.pod),
+            best.container,
+            self.paths,
+        )
+        injection = responses.respond(grant)
+        return Plan(best.pod, best.container, allocation, injection.response, injection.prepare, best.tier)
 
     def mirror(self, resource: ResourceSpec, count: int, pods: Sequence[Pod]) -> Plan | None:
         """The sidecar's plan: the visible-devices env of the cards its pod already holds."""
@@ -139,38 +158,17 @@ class Planner:
             for card in allocs[name].cards:
                 if card.manufacturer == resource.manufacturer:
                     held.setdefault(card.key, card)
-        response = vendors.visibility_response(resource.manufacturer, list(held.values()))
+        response = responses.visibility_response(resource.manufacturer, list(held.values()))
         return Plan(best.pod, best.container, None, response, tier=best.tier)
 
-    def _demand(
-        self,
-        resource: ResourceSpec,
-        devices: Sequence[DeviceID],
-        cards: Mapping[CardKey, CardInfo],
-        pod: Pod,
-        container: str,
-    ) -> dict[CardKey, int]:
-        sliced = None
-        if resource.mode is DeviceAllocationMode.SLICED:
-            sliced = sliced_request(p.container(pod, container), _base(resource))
-        return card_demand(resource.mode, devices, cards, sliced)
 
-    def _response(
-        self, resource: ResourceSpec, cards: list[CardInfo], best: identify.Candidate
-    ) -> tuple[ContainerResponse, str | None]:
-        if resource.mode is DeviceAllocationMode.SLICED and resource.manufacturer == "nvidia":
-            entry = p.container(best.pod, best.container)
-            response = nvidia.sliced_response(
-                cards,
-                sliced_request(entry, _base(resource)),
-                p.env_names(entry),
-                self.paths,
-                p.pod_uid(best.pod),
-                best.container,
-            )
-            return response, nvidia.WORK_DIR_ON_HOST
-        return vendors.visibility_response(resource.manufacturer, cards), None
+def _pod_name(key: str) -> PodName:
+    namespace, _, name = key.partition("/")
+    return namespace, name
 
 
-def _base(resource: ResourceSpec) -> str:
-    return resource.name.removesuffix(".sliced")
+def _sliced(resource: ResourceSpec, pod: Pod, container: str) -> SlicedRequest | None:
+    """The container's `.sliced.*` limits when the resource is a slice."""
+    if resource.mode is not DeviceAllocationMode.SLICED:
+        return None
+    return sliced_request(p.container(pod, container), resource.name.removesuffix(".sliced"))

@@ -4,7 +4,9 @@ HAMi-core keeps its shared accounting region in a file that every process of a c
 sliced container gets a fresh directory on the host, mounted at /tmp/vgpu. The kubelet replays the
 Allocate response on every container restart, so the directory must live as long as the pod, and no
 longer: `collect()` removes the directories of pods that are gone. The preload libraries are staged under
-the same data directory by the device manager's init container (contract §8).
+the same data directory by the device manager's init container (contract §8). Removal can take a while (a
+pod's tree may be large), so the allocator lists and removes from a worker thread; making a fresh
+directory is a handful of system calls and runs where the allocation is recorded.
 """
 
 from __future__ import annotations
@@ -56,23 +58,33 @@ class WorkDirs:
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
         path.chmod(0o777)
-        lock = self.paths.lock_dir
-        if not lock.is_dir():
-            lock.mkdir(parents=True, exist_ok=True)
-            lock.chmod(0o777)
         return path
+
+    @staticmethod
+    def shared(path: Path) -> Path:
+        """A world-writable directory every container shares (made once, never emptied)."""
+        if not path.is_dir():
+            path.mkdir(parents=True, exist_ok=True)
+            path.chmod(0o777)
+        return path
+
+    def present(self) -> list[str]:
+        """The UIDs of the pods that have a work directory."""
+        try:
+            return sorted(entry.name for entry in self.paths.pods_dir.iterdir() if entry.is_dir())
+        except FileNotFoundError:
+            return []
+
+    def remove(self, uids: Iterable[str]) -> list[str]:
+        """Remove these pods' directories; returns the UIDs removed (blocking: run it in a worker thread)."""
+        removed = []
+        for uid in uids:
+            shutil.rmtree(self.paths.pods_dir / uid, ignore_errors=True)
+            removed.append(uid)
+            log.info("removed work dir of gone pod uid=%s", uid)
+        return removed
 
     def collect(self, live_uids: Iterable[str]) -> list[str]:
         """Remove the directories of pods not in `live_uids`; returns the UIDs removed."""
         live = set(live_uids)
-        try:
-            present = [entry for entry in self.paths.pods_dir.iterdir() if entry.is_dir()]
-        except FileNotFoundError:
-            return []
-        removed = []
-        for entry in present:
-            if entry.name not in live:
-                shutil.rmtree(entry, ignore_errors=True)
-                removed.append(entry.name)
-                log.info("removed work dir of gone pod uid=%s", entry.name)
-        return removed
+        return self.remove(uid for uid in self.present() if uid not in live)

@@ -44,6 +44,11 @@ class PciDevice:
     model: str = ""
     """Product name from the hardware database; "" when unknown."""
 
+    @property
+    def pci_id(self) -> str:
+        """`<vendor>:<device>` (`10de:2330`)."""
+        return f"{self.vendor}:{self.device}"
+
     def belongs_to(self, manufacturer: Manufacturer, class_prefixes: Iterable[str]) -> bool:
         """True when vendor and class say this function is one of ``manufacturer``'s accelerators."""
         if self.vendor != manufacturer.pci_vendor_id:
@@ -135,7 +140,7 @@ def _product(device: PciDevice) -> str:
     model = device.model
     if "[" in model and model.endswith("]"):
         return model[model.index("[") + 1 : -1]
-    return model or f"PCI {device.vendor}:{device.device}"
+    return model or f"PCI {device.pci_id}"
 
 
 def with_topology(card: Card, device: PciDevice | None) -> Card:
@@ -147,6 +152,7 @@ def with_topology(card: Card, device: PciDevice | None) -> Card:
         pci_bus_id=device.address,
         pci_class=card.pci_class or device.pci_class,
         pci_root=card.pci_root or device.root,
+        pci_id=card.pci_id or device.pci_id,
         numa_affinity=card.numa_affinity or device.numa_node,
         cpu_affinity=card.cpu_affinity or device.cpu_affinity,
     )
@@ -163,6 +169,7 @@ def pci_card(manufacturer: str, device: PciDevice, index: int, reason: str, heal
         pci_bus_id=device.address,
         pci_class=device.pci_class,
         pci_root=device.root,
+        pci_id=device.pci_id,
         numa_affinity=device.numa_node,
         cpu_affinity=device.cpu_affinity,
         healthy=healthy,

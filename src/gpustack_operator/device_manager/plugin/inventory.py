@@ -29,6 +29,16 @@ class CardInfo:
     healthy: bool
     max_slices: int
     numa_node: int | None = None
+    family: str = ""
+    """The group's product family (`910B`), which picks a vendor runtime build."""
+    physical_index: int = -1
+    """The driver's own number for the card (`physicalIndexes[0]`: NVIDIA's device minor, the DRM card
+    minor of AMD's `/dev/dri/cardN`); -1 when detection did not say."""
+
+    @property
+    def node_index(self) -> int:
+        """The number the card's device nodes carry: the driver's, else the vendor library's index."""
+        return self.physical_index if self.physical_index >= 0 else self.index
 
     @property
     def key(self) -> tuple[str, str]:
@@ -66,6 +76,8 @@ def cards_of(groups: Iterable[DevicesGroup], manufacturer: str) -> list[CardInfo
                     healthy=not acc.get("status", {}).get("unhealthy", False),
                     max_slices=slices,
                     numa_node=_numa(acc.get("topology", {}).get("numaAffinity", "")),
+                    family=group.get("family", ""),
+                    physical_index=next(iter(acc.get("physicalIndexes") or []), -1),
                 )
             )
     return sorted(cards, key=lambda c: (c.group, c.index, c.uuid))

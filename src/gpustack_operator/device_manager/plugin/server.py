@@ -15,7 +15,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import grpc
 
@@ -34,6 +33,9 @@ log = logging.getLogger(__name__)
 LOCAL_POOL = ("grpc.use_local_subchannel_pool", 1)
 """A fresh subchannel per channel: a recreated socket path must not reuse a connection to the old one."""
 
+
+Context = grpc.aio.ServicerContext
+"""What grpc.aio hands each handler, typed by the call's request and response messages."""
 
 MAX_SOCKET_PATH = 107
 """Bytes a unix socket path may have (sun_path is 108 with the terminating NUL)."""
@@ -61,7 +63,7 @@ def socket_name(resource: ResourceSpec) -> str:
     return f"gpustack-{resource.manufacturer}-{resource.mode.name.lower()}.sock"
 
 
-def to_pb(response: ContainerResponse) -> Any:
+def to_pb(response: ContainerResponse) -> pb.ContainerAllocateResponse:
     return pb.ContainerAllocateResponse(
         envs=response.envs,
         mounts=[pb.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only)
@@ -72,7 +74,7 @@ def to_pb(response: ContainerResponse) -> Any:
     )  # fmt: skip
 
 
-class ResourceServer:
+class ResourceServer(rpc.DevicePluginServicer):
     """Serves the DevicePlugin service for one resource and registers it with the kubelet."""
 
     def __init__(
@@ -125,10 +127,10 @@ class ResourceServer:
         return self._server is not None and self.socket.exists()
 
     # ---- what is advertised --------------------------------------------------------------------------------
-    def options(self) -> Any:
+    def options(self) -> pb.DevicePluginOptions:
         return pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 
-    def devices(self) -> list[Any]:
+    def devices(self) -> list[pb.Device]:
         """The full device list for this resource: every token of every card, with the card's health."""
         devices = []
         for card in self.inventory.cards():
@@ -141,11 +143,15 @@ class ResourceServer:
         return devices
 
     # ---- the DevicePlugin service --------------------------------------------------------------------------
-    async def GetDevicePluginOptions(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def GetDevicePluginOptions(  # noqa: N802
+        self, request: pb.Empty, context: Context[pb.Empty, pb.DevicePluginOptions]
+    ) -> pb.DevicePluginOptions:
         return self.options()
 
-    async def ListAndWatch(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
-        last: list[Any] | None = None
+    async def ListAndWatch(  # noqa: N802
+        self, request: pb.Empty, context: Context[pb.Empty, pb.ListAndWatchResponse]
+    ) -> AsyncIterator[pb.ListAndWatchResponse]:
+        last: list[pb.Device] | None = None
         while True:
             version = self.inventory.version
             devices = self.devices()
@@ -161,7 +167,11 @@ class ResourceServer:
                 last = devices
             await self.inventory.wait_changed(version)
 
-    async def GetPreferredAllocation(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def GetPreferredAllocation(  # noqa: N802
+        self,
+        request: pb.PreferredAllocationRequest,
+        context: Context[pb.PreferredAllocationRequest, pb.PreferredAllocationResponse],
+    ) -> pb.PreferredAllocationResponse:
         responses = [
             pb.ContainerPreferredAllocationResponse(
                 deviceIDs=self.handler.preferred(
@@ -175,7 +185,9 @@ class ResourceServer:
         ]
         return pb.PreferredAllocationResponse(container_responses=responses)
 
-    async def Allocate(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def Allocate(  # noqa: N802
+        self, request: pb.AllocateRequest, context: Context[pb.AllocateRequest, pb.AllocateResponse]
+    ) -> pb.AllocateResponse:
         responses = []
         for req in request.container_requests:
             device_ids = list(req.devices_ids)
@@ -197,5 +209,9 @@ class ResourceServer:
             responses.append(to_pb(response))
         return pb.AllocateResponse(container_responses=responses)
 
-    async def PreStartContainer(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def PreStartContainer(  # noqa: N802
+        self,
+        request: pb.PreStartContainerRequest,
+        context: Context[pb.PreStartContainerRequest, pb.PreStartContainerResponse],
+    ) -> pb.PreStartContainerResponse:
         return pb.PreStartContainerResponse()

@@ -1,9 +1,10 @@
 """The kubelet's answer to PodResources List as plain Python, both ways.
 
 The device manager asks which pods the kubelet holds as active and which device IDs it committed to each
-of their containers; the sandbox's kubelet stand-in answers the same question. Both sides meet here so the
-wire shape (app containers, then restartable init containers; `ContainerDevices` per resource) is written
-once. Pods are named by namespace and name: the API carries no UID.
+of their containers (app containers, then restartable init containers; `ContainerDevices` per resource);
+`pod_resources` builds such an answer for tests that play the kubelet. (The sandbox's kubelet stand-in
+builds its own, so it cannot share a misreading with the device manager.) Pods are named by namespace and
+name: the API carries no UID.
 """
 
 from __future__ import annotations

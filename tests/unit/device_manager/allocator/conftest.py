@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from gpustack_operator.device_manager.allocator.workdirs import HostPaths
 from gpustack_operator.device_manager.plugin.inventory import Inventory
 from gpustack_operator.device_manager.podresources.model import KubeletPods, PodName
 from gpustack_operator.kube import errors
+from gpustack_operator.runtime import Clock
 from tests.unit.device_manager.allocator.builders import group
 
 
@@ -77,7 +77,8 @@ def make_allocator(
     *inventories: Inventory,
     retries: int = 0,
     retry_interval: float = 0.0,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Clock | None = None,
+    fast_failed: bool = True,
 ) -> Allocator:
     invs = inventories or (Inventory("nvidia", [group(count=2)]),)
     config = AllocatorConfig(
@@ -85,6 +86,7 @@ def make_allocator(
         retries=retries,
         retry_interval=retry_interval,
         paths=HostPaths(tmp_path / "data", tmp_path / "lock"),
+        fast_failed=fast_failed,
     )
     return Allocator(
         {inv.manufacturer: inv for inv in invs}, cluster, cluster, config, clock=clock, kubelet=cluster

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode
+from gpustack_operator.device_manager import command
 from gpustack_operator.device_manager.allocator.allocator import Allocator
 from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation
+from gpustack_operator.device_manager.allocator.workdirs import HostPaths, WorkDirs
 from gpustack_operator.device_manager.plugin.handler import (
     AllocateError,
     AllocationRefusedError,
@@ -16,6 +22,8 @@ from gpustack_operator.device_manager.plugin.handler import (
 )
 from gpustack_operator.device_manager.plugin.inventory import Inventory
 from gpustack_operator.kube import errors
+from gpustack_operator.runtime import FakeClock
+from gpustack_operator.settings.environment import Environment
 from tests.unit.device_manager.allocator.builders import (
     EXCLUSIVE,
     H100,
@@ -81,7 +89,9 @@ async def test_a_finished_pod_holds_nothing(allocator: Allocator, cluster: FakeC
     cluster.add(
         holder("Exclusive", phase="Succeeded"), pod("new", container("main", sliced_limits()), minute=5)
     )
-    await allocator.allocate(SLICED, [device_id(0, 1)])
+    response = await allocator.allocate(SLICED, [device_id(0, 1)])
+    assert response.envs["NVIDIA_VISIBLE_DEVICES"] == uuid(0)
+    assert [name for name, _ in cluster.writes] == ["new"]
 
 
 @pytest.mark.parametrize(
@@ -150,11 +160,43 @@ async def test_gone_pods_lose_reservations_and_work_dirs(allocator: Allocator, c
     await allocator.allocate(SLICED, [device_id(0, 1)])
     work = allocator.config.paths.pods_dir / "uid-gone"
     assert work.is_dir()
-    assert allocator.collect([]) == [], "a pod being allocated keeps its work dir"
+    assert await allocator.collect([]) == [], "a pod being allocated keeps its work dir"
     allocator.release(cluster.pods[0])
     assert len(allocator.reservations) == 0
-    assert allocator.collect([]) == ["uid-gone"]
+    assert await allocator.collect([]) == ["uid-gone"]
     assert not work.exists()
+
+
+class ThreadNotingWorkDirs(WorkDirs):
+    """Real work directories that note which thread touched the filesystem."""
+
+    def __init__(self, paths: HostPaths) -> None:
+        super().__init__(paths)
+        self.calls: list[tuple[str, str]] = []
+        """(what, thread name)."""
+
+    def prepare(self, pod_uid: str, container: str, sub: str) -> Path:
+        self.calls.append(("prepare", threading.current_thread().name))
+        return super().prepare(pod_uid, container, sub)
+
+    def remove(self, uids: Iterable[str]) -> list[str]:
+        self.calls.append(("remove", threading.current_thread().name))
+        return super().remove(uids)
+
+
+async def test_a_gone_pods_work_dir_is_removed_off_the_event_loop(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    dirs = allocator.workdirs = ThreadNotingWorkDirs(allocator.config.paths)
+    cluster.add(pod("p", container("main", sliced_limits()), uid="uid-p"))
+    await allocator.allocate(SLICED, [device_id(0, 1)])
+    allocator.release(cluster.pods[0])
+    assert await allocator.collect([]) == ["uid-p"]
+    loop_thread = threading.current_thread().name
+    assert [(what, thread == loop_thread) for what, thread in dirs.calls] == [
+        ("prepare", True),
+        ("remove", False),
+    ]
 
 
 async def test_a_conflict_only_the_stale_cache_shows_is_checked_against_the_api_server(
@@ -167,11 +209,41 @@ async def test_a_conflict_only_the_stale_cache_shows_is_checked_against_the_api_
     assert [name for name, _ in cluster.writes] == ["new"]
 
 
-async def test_a_conflict_is_retried_until_the_kubelet_freed_holder_shows_finished(
+async def test_a_confirmed_conflict_is_refused_at_once_without_waiting_out_the_retries(
     cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    allocator = make_allocator(cluster, tmp_path, retries=3)
+    clock = FakeClock()  # never advanced: a retry would wait forever
+    allocator = make_allocator(cluster, tmp_path, retries=5, retry_interval=3.0, clock=clock)
     cluster.add(holder("Exclusive"), pod("new", container("main", sliced_limits()), minute=5))
+    cluster.kubelet_lists = [("ns", "holder"), ("ns", "new")]  # the kubelet still runs the holder
+    with pytest.raises(AllocationRefusedError, match="held Exclusive by ns/holder") as caught:
+        await asyncio.wait_for(allocator.allocate(SLICED, [device_id(0, 1)]), 5.0)
+    assert caught.value.status == "FAILED_PRECONDITION"
+    assert (cluster.lists, clock.now(), cluster.writes) == (1, 0.0, [])
+
+
+@pytest.mark.parametrize(("flags", "fast_failed"), [([], True), (["--no-fast-failed"], False)])
+def test_serve_fails_fast_unless_told_no_fast_failed(flags: list[str], fast_failed: bool) -> None:
+    parser = argparse.ArgumentParser()
+    command.register(parser.add_subparsers())
+    args = parser.parse_args(["device-manager", "serve", "--node-name", "node-a", *flags])
+    assert command.serve_options(args, Environment.from_environ()).fast_failed is fast_failed
+
+
+@pytest.mark.parametrize(
+    ("fast_failed", "kubelet_lists"),
+    [(True, [("ns", "new")]), (False, None)],
+    ids=["the-kubelet-no-longer-runs-the-holder", "no-fast-failed"],
+)
+async def test_a_conflict_is_retried_until_the_kubelet_freed_holder_shows_finished(
+    cluster: FakeCluster,
+    tmp_path: Path,
+    fast_failed: bool,
+    kubelet_lists: list[tuple[str, str]] | None,
+) -> None:
+    allocator = make_allocator(cluster, tmp_path, retries=3, fast_failed=fast_failed)
+    cluster.add(holder("Exclusive"), pod("new", container("main", sliced_limits()), minute=5))
+    cluster.kubelet_lists = kubelet_lists
 
     def finish_on_third_list(lists: int) -> None:
         if lists == 3:
@@ -183,10 +255,10 @@ async def test_a_conflict_is_retried_until_the_kubelet_freed_holder_shows_finish
     assert cluster.lists == 3
 
 
-async def test_a_lasting_conflict_is_refused_once_the_retries_are_spent(
+async def test_with_no_fast_failed_a_lasting_conflict_is_refused_once_the_retries_are_spent(
     cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    allocator = make_allocator(cluster, tmp_path, retries=2)
+    allocator = make_allocator(cluster, tmp_path, retries=2, fast_failed=False)
     cluster.add(holder("Exclusive"), pod("new", container("main", sliced_limits()), minute=5))
     with pytest.raises(AllocationRefusedError, match="held Exclusive by ns/holder") as caught:
         await allocator.allocate(SLICED, [device_id(0, 1)])
@@ -219,31 +291,33 @@ async def test_a_sliced_request_whose_tokens_share_a_card_is_refused_naming_the_
 async def test_a_reservation_whose_pod_never_reaches_the_cache_expires_after_one_retry_window(
     cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    now = [0.0]
-    allocator = make_allocator(cluster, tmp_path, retries=1, retry_interval=0.01, clock=lambda: now[0])
+    clock = FakeClock()
+    allocator = make_allocator(cluster, tmp_path, retries=1, retry_interval=0.01, clock=clock)
     cluster.cache = []  # the informer never shows the pod: it is deleted before the cache catches up
     cluster.add(pod("ghost", container("main", {"nvidia.com/gpu": "1"}), uid="uid-ghost"))
     await allocator.allocate(EXCLUSIVE, [device_id(0)])
     cluster.pods.clear()
     cluster.add(pod("next", container("main", sliced_limits()), minute=5))
-    for now[0] in (0.0, 0.01):  # absent, but not for longer than one retry window yet
-        allocator.collect(cluster.cached())
+    for step in (0.0, 0.01):  # absent, but not for longer than one retry window yet
+        clock.advance(step)
+        await allocator.collect(cluster.cached())
         assert allocator.reservations.get("uid-ghost") is not None
     with pytest.raises(AllocationRefusedError, match="held Exclusive by ns/ghost"):
         await allocator.allocate(SLICED, [device_id(0, 1)])
-    now[0] = 0.03
-    allocator.collect(cluster.cached())
+    clock.advance(0.02)
+    await allocator.collect(cluster.cached())
     assert allocator.reservations.get("uid-ghost") is None
     await allocator.allocate(SLICED, [device_id(0, 1)])
     assert [name for name, _ in cluster.writes] == ["ghost", "next"]
 
 
 async def test_a_reservation_whose_pod_is_cached_never_expires(cluster: FakeCluster, tmp_path: Path) -> None:
-    now = [0.0]
-    allocator = make_allocator(cluster, tmp_path, retries=1, retry_interval=0.01, clock=lambda: now[0])
+    clock = FakeClock()
+    allocator = make_allocator(cluster, tmp_path, retries=1, retry_interval=0.01, clock=clock)
     cluster.lag = True  # the annotation never reaches the cache, the pod does
     cluster.add(pod("p", container("main", {"nvidia.com/gpu": "1"}), uid="uid-p"))
     await allocator.allocate(EXCLUSIVE, [device_id(0)])
-    for now[0] in (0.0, 1.0, 100.0):
-        allocator.collect(cluster.cached())
+    for step in (0.0, 1.0, 99.0):
+        clock.advance(step)
+        await allocator.collect(cluster.cached())
     assert allocator.reservations.get("uid-p") is not None

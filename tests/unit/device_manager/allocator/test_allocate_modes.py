@@ -158,25 +158,25 @@ async def test_sliced_cards_of_different_cuda_majors_are_refused(
     assert cluster.writes == []
 
 
-async def test_other_vendors_name_cards_by_index_and_slice_by_passthrough(
+async def test_a_vendor_without_a_runtime_here_gets_its_cards_by_index_and_slices_as_passthrough(
     cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    ascend = Inventory("ascend", [group(gid="ascend910b2", manufacturer="ascend", count=2, max_slices=63)])
-    allocator = make_allocator(cluster, tmp_path, ascend)
-    exclusive = ResourceSpec("huawei.com/npu", "ascend", DeviceAllocationMode.EXCLUSIVE)
-    sliced = ResourceSpec("huawei.com/npu.sliced", "ascend", DeviceAllocationMode.SLICED)
+    iluvatar = Inventory("iluvatar", [group(gid="bi-v100", manufacturer="iluvatar", count=2, max_slices=16)])
+    allocator = make_allocator(cluster, tmp_path, iluvatar)
+    exclusive = ResourceSpec("iluvatar.com/gpu", "iluvatar", DeviceAllocationMode.EXCLUSIVE)
+    sliced = ResourceSpec("iluvatar.com/gpu.sliced", "iluvatar", DeviceAllocationMode.SLICED)
     cluster.add(
-        pod("whole", container("main", {"huawei.com/npu": "1"})),
+        pod("whole", container("main", {"iluvatar.com/gpu": "1"})),
         pod(
             "slice",
-            container("main", {"huawei.com/npu.sliced": "1", "huawei.com/npu.sliced.units": "400000"}),
+            container("main", {"iluvatar.com/gpu.sliced": "1", "iluvatar.com/gpu.sliced.units": "400000"}),
         ),
     )
-    whole = await allocator.allocate(exclusive, [device_id(1, gid="ascend910b2")])
-    part = await allocator.allocate(sliced, [device_id(0, 2, gid="ascend910b2")])
-    assert whole.envs == {"ASCEND_VISIBLE_DEVICES": "1"}
-    assert part.envs == {"ASCEND_VISIBLE_DEVICES": "0"}
-    assert part.mounts == []
+    whole = await allocator.allocate(exclusive, [device_id(1, gid="bi-v100")])
+    part = await allocator.allocate(sliced, [device_id(0, 2, gid="bi-v100")])
+    assert whole.envs == {"IX_VISIBLE_DEVICES": "1"}
+    assert part.envs == {"IX_VISIBLE_DEVICES": "0"}
+    assert (part.mounts, part.devices) == ([], [])
 
 
 async def test_sidecar_visibility_mirrors_the_main_containers_cards_and_records_nothing(

@@ -7,8 +7,7 @@ from pathlib import Path
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.allocator import Allocator
 from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation
-from gpustack_operator.device_manager.allocator.holdings import Holdings
-from gpustack_operator.device_manager.allocator.preference import prefer
+from gpustack_operator.device_manager.allocator.holdings import Holdings, prefer
 from gpustack_operator.device_manager.plugin.inventory import Inventory
 from tests.unit.device_manager.allocator.builders import (
     EXCLUSIVE,

@@ -18,7 +18,7 @@ from gpustack_operator.device_manager.allocator.annotation import (
     read_allocations,
 )
 from gpustack_operator.device_manager.allocator.demand import SlicedRequest, sliced_request
-from gpustack_operator.device_manager.allocator.nvidia import cuda_major
+from gpustack_operator.device_manager.allocator.responses.nvidia import cuda_major
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths, WorkDirs
 from gpustack_operator.device_manager.ledger import rebuild
 from gpustack_operator.device_manager.plugin.handler import AllocationRefusedError

@@ -1,11 +1,8 @@
-"""A short socket directory (unix socket paths are limited to 107 bytes) and a recording handler."""
+"""A recording handler: the allocator as the resource servers see it, without pods."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import pytest
 
@@ -15,15 +12,6 @@ from gpustack_operator.device_manager.plugin.handler import (
     Mount,
     ResourceSpec,
 )
-
-
-@pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="dp-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 class RecordingHandler:

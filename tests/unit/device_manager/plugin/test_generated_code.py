@@ -1,4 +1,4 @@
-"""The committed kubelet API code is what grpcio-tools makes of the vendored protos today."""
+"""The committed kubelet API code and its typed stubs are what the generators make of the protos today."""
 
 from __future__ import annotations
 
@@ -41,3 +41,15 @@ def test_proto_header_names_its_source_and_no_gogo_options_remain() -> None:
     assert "k8s.io/kubelet@v0.37.2" in proto
     assert "gogoproto." not in proto
     assert "package v1beta1;" in proto
+
+
+def test_typed_stubs_declare_every_message_and_service() -> None:
+    for package, module in (("plugin", pb), ("podresources", podresources_pb)):
+        api = SCRIPT.parents[1] / "src/gpustack_operator/device_manager" / package / "api"
+        messages = (api / "api_pb2.pyi").read_text()
+        services = (api / "api_pb2_grpc.pyi").read_text()
+        for name in module.DESCRIPTOR.message_types_by_name:
+            assert f"\nclass {name}(_message.Message):" in messages, (package, name)
+        for name in module.DESCRIPTOR.services_by_name:
+            assert f"\nclass {name}Stub:" in services, (package, name)
+            assert f"\nclass {name}Servicer(" in services, (package, name)

@@ -1,22 +1,19 @@
 """The kubelet device plugin API v1beta1 (generated from api.proto) as the rest of the code reaches it.
 
-Messages are built at import time from a serialized descriptor, so a type checker cannot see them and
-protobuf ships no stubs; the generated modules are therefore handed out as `Any` here, in one place, and
-every other module imports `pb` (messages) and `rpc` (stubs, servicer registration) from this package.
+The generated modules carry typed stubs (`api_pb2.pyi`, `api_pb2_grpc.pyi`, made with them by
+scripts/gen_deviceplugin.py), so mypy checks every message built and every call made; the rest of the
+code imports `pb` (messages) and `rpc` (stubs, servicers, servicer registration) from this package.
 Constants mirror k8s.io/kubelet `pkg/apis/deviceplugin/v1beta1/constants.go`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-from gpustack_operator.device_manager.plugin.api import api_pb2 as _pb2
-from gpustack_operator.device_manager.plugin.api import api_pb2_grpc as _pb2_grpc
+from gpustack_operator.device_manager.plugin.api import api_pb2 as pb
+from gpustack_operator.device_manager.plugin.api import api_pb2_grpc as rpc
 
-pb: Any = _pb2
-"""Messages: `pb.Device`, `pb.AllocateRequest`, ..."""
-rpc: Any = _pb2_grpc
-"""`rpc.DevicePluginStub`, `rpc.add_DevicePluginServicer_to_server`, `rpc.RegistrationStub`, ..."""
+__all__ = ["pb", "rpc"]
 
 VERSION: Final = "v1beta1"
 HEALTHY: Final = "Healthy"

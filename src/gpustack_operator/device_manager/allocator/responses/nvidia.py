@@ -5,7 +5,8 @@ the environment says: an SM-time share (`CUDA_DEVICE_SM_LIMIT`) and a VRAM cap p
 (`CUDA_DEVICE_MEMORY_LIMIT_<i>`, in `<MiB>m`: HAMi-core reads only the last character as the unit, so
 `1Gi` would mean one byte). Its accounting region lives in the per-container /tmp/vgpu directory, which
 must be fresh per container because the first process fixes the limits in it. The library is built per
-CUDA major, so one container's cards must share a major.
+CUDA major, so one container's cards must share a major. Every other mode gets the visible-devices env,
+which nvidia-container-toolkit turns into the device nodes and driver mounts.
 """
 
 from __future__ import annotations
@@ -13,9 +14,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.demand import SlicedRequest
-from gpustack_operator.device_manager.allocator.vendors import visible_devices
-from gpustack_operator.device_manager.allocator.workdirs import HostPaths
+from gpustack_operator.device_manager.allocator.responses.common import (
+    Grant,
+    Injection,
+    env_only,
+    visible_devices,
+)
+from gpustack_operator.device_manager.allocator.workdirs import HostPaths, WorkDirs
 from gpustack_operator.device_manager.plugin.handler import AllocationRefusedError, ContainerResponse, Mount
 from gpustack_operator.device_manager.plugin.inventory import CardInfo
 
@@ -44,7 +51,9 @@ def single_cuda_major(cards: Sequence[CardInfo]) -> int:
     return majors[0] if majors else DEFAULT_CUDA_MAJOR
 
 
-def hami_env(cards: Sequence[CardInfo], request: SlicedRequest, container_env: set[str]) -> dict[str, str]:
+def hami_env(
+    cards: Sequence[CardInfo], request: SlicedRequest, container_env: frozenset[str]
+) -> dict[str, str]:
     """The container environment HAMi-core reads."""
     env = visible_devices("nvidia", cards)
     env["CUDA_DEVICE_SM_LIMIT"] = str(request.cores_percentage)
@@ -68,18 +77,18 @@ def hami_mounts(paths: HostPaths, major: int, work_dir: str) -> list[Mount]:
     ]
 
 
-def sliced_response(
-    cards: Sequence[CardInfo],
-    request: SlicedRequest,
-    container_env: set[str],
-    paths: HostPaths,
-    pod_uid: str,
-    container: str,
-) -> ContainerResponse:
-    """The whole response for an NVIDIA sliced container (the work dir itself is created by the caller)."""
-    major = single_cuda_major(cards)
-    work_dir = paths.container_dir(pod_uid, container) / WORK_DIR_ON_HOST
-    return ContainerResponse(
-        envs=hami_env(cards, request, container_env),
-        mounts=hami_mounts(paths, major, str(work_dir)),
+def respond(grant: Grant) -> Injection:
+    if grant.mode is not DeviceAllocationMode.SLICED:
+        return env_only(grant)
+    major = single_cuda_major(grant.cards)
+    work_dir = grant.work_dir / WORK_DIR_ON_HOST
+    response = ContainerResponse(
+        envs=hami_env(grant.cards, grant.sliced_request(), grant.container_env),
+        mounts=hami_mounts(grant.paths, major, str(work_dir)),
     )
+
+    def prepare(dirs: WorkDirs) -> None:
+        dirs.prepare(grant.pod_uid, grant.container, WORK_DIR_ON_HOST)
+        dirs.shared(grant.paths.lock_dir)
+
+    return Injection(response, prepare)
