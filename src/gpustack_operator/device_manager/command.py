@@ -13,7 +13,6 @@ import asyncio
 import logging
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -53,7 +52,8 @@ def add_backend_flags(parser: argparse.ArgumentParser) -> None:
         "--manufacturer",
         action="append",
         choices=known_manufacturers(),
-        help="detect only this manufacturer; repeatable (default: all nine)",
+        help="detect only this manufacturer; repeatable (default: all nine). `serve` told one publishes "
+        "nothing until its cards have been detected once (see --no-fast-failed)",
     )
     parser.add_argument(
         "--no-pci-check", action="store_true", help="ask vendor libraries even when no card is on the PCI bus"
@@ -103,12 +103,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_backend_flags(serve)
     serve_module.add_flags(serve)
-    serve.add_argument(
-        "--no-fast-failed",
-        action="store_true",
-        help="do not fail fast: retry an Allocate whose cards the API server shows held in another mode "
-        "for the whole retry window, as for a pod not seen yet, instead of refusing it at once",
-    )
     serve.set_defaults(func=run_serve)
     # ==== end of `serve` ====
 
@@ -168,18 +162,12 @@ def run_monitor(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_options(args: argparse.Namespace, environment: Environment) -> serve_module.ServeOptions:
-    """`serve`'s options from its flags; ValueError when one is missing."""
-    options = serve_module.options_from_args(args, environment)
-    return replace(options, fast_failed=not args.no_fast_failed)
-
-
 def run_serve(args: argparse.Namespace) -> int:
     """`serve`: see device_manager.serve."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         environment, backend = _setup(args)
-        options = serve_options(args, environment)
+        options = serve_module.options_from_args(args, environment)
     except (ValueError, DetectionError, EnvironmentValueError, ManufacturerConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

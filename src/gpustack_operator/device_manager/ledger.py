@@ -11,18 +11,19 @@ and a restarted device manager rebuilds exactly the same ledger.
 A pod records each card under the group ID it had at Allocate. A group can be renamed under running work
 (GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY toggled, a driver that spells the product differently), so a
 recorded card is counted against the group the spec files that card (manufacturer and UUID) under now:
-a held card stays held across a rename.
+a held card stays held across a rename. The remapping is the holdings' own (``Holdings(homes)``), the
+one Allocate's cross-mode check uses with the homes its inventories give.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpustack_operator.api.types.devices import AcceleratorAllocation, DevicesSpec, DevicesStatus
-from gpustack_operator.device_manager.allocator.annotation import ContainerAllocation, read_allocations
+from gpustack_operator.device_manager.allocator.annotation import read_allocations
 from gpustack_operator.device_manager.allocator.holdings import Holdings
 from gpustack_operator.device_manager.allocator.pods import age_key, is_active, node_field_selector, pod_key
 from gpustack_operator.kube import errors, resources
@@ -61,31 +62,13 @@ def _status(spec: DevicesSpec, holdings: Holdings) -> DevicesStatus:
     return {"groups": groups}  # type: ignore[typeddict-item]
 
 
-CardHomes = Mapping[tuple[str, str], str]
-"""(manufacturer, card UUID) -> the ID of the group the spec lists the card under."""
-
-
 def card_homes(spec: DevicesSpec) -> dict[tuple[str, str], str]:
-    """Where the spec files each card now."""
+    """Where the spec files each card now: (manufacturer, UUID) -> group ID."""
     return {
         (group["manufacturer"], acc["id"]): group["id"]
         for group in spec.get("groups", [])
         for acc in group.get("accelerators", [])
     }
-
-
-def rehomed(
-    allocations: Mapping[str, ContainerAllocation], homes: CardHomes
-) -> Mapping[str, ContainerAllocation]:
-    """``allocations`` with every card the spec lists under another group ID moved to that group."""
-
-    def home(alloc: ContainerAllocation) -> ContainerAllocation:
-        moved = [(card, homes.get((card.manufacturer, card.uuid), card.group)) for card in alloc.cards]
-        if all(card.group == group for card, group in moved):
-            return alloc
-        return replace(alloc, cards=tuple(replace(card, group=group) for card, group in moved))
-
-    return {name: home(alloc) for name, alloc in allocations.items()}
 
 
 def rebuild(spec: DevicesSpec, pods: Iterable[Mapping[str, Any]]) -> Rebuild:
@@ -94,8 +77,7 @@ def rebuild(spec: DevicesSpec, pods: Iterable[Mapping[str, Any]]) -> Rebuild:
     Terminating pods count (their containers may still run); Succeeded and Failed pods do not (the
     kubelet has taken their devices back), as in the allocator's cross-mode view.
     """
-    holdings = Holdings()
-    homes = card_homes(spec)
+    holdings = Holdings(card_homes(spec))
     conflicts, unreadable = [], []
     for pod in sorted(pods, key=age_key):
         if not is_active(pod):
@@ -106,7 +88,7 @@ def rebuild(spec: DevicesSpec, pods: Iterable[Mapping[str, Any]]) -> Rebuild:
             log.error("pod=%s: unreadable allocation annotation, its cards read free: %s", pod_key(pod), exc)
             unreadable.append(pod_key(pod))
             continue
-        if allocations and not holdings.add_pod(pod_key(pod), rehomed(allocations, homes)):
+        if allocations and not holdings.add_pod(pod_key(pod), allocations):
             conflicts.append(pod_key(pod))
     return Rebuild(_status(spec, holdings), conflicts, unreadable)
 

@@ -10,6 +10,14 @@ follow a new spec: a loop alone in its process (`device-manager monitor --report
 while `serve`, where the LedgerWriter is the one writer of Devices.status, passes ``rebuild_ledger=False``
 and an ``after_report`` that kicks it. The loop sleeps on an injectable Clock, so tests move its time.
 `device-manager monitor` uses `format_metrics` to print readings.
+
+Given ``awaited`` (`serve --manufacturer X` naming one manufacturer, unless `--no-fast-failed`), the loop
+publishes nothing - no NodeFeature, no Devices, no news to the listeners, so no device-plugin servers -
+until a detection has found a card of X at least once. That DaemonSet is scheduled by X's PCI vendor
+label, so a node that answers with none of X's cards is one whose driver has not answered yet, and
+reporting it empty would advertise a GPU node with no GPUs. Each such pass is logged as an error and
+repeated the next period; the process never exits for it. Once X has answered, an empty detection (every
+card gone) is published like any other.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ class DetectLoop:
         environ: Environ = DEFAULT_ENVIRON,
         health: HealthGate | None = None,
         clock: Clock | None = None,
+        awaited: str | None = None,
     ) -> None:
         self.backend = backend
         self.reporter = reporter
@@ -62,6 +71,8 @@ class DetectLoop:
         self.clock: Clock = clock or MonotonicClock()
         self.groups: list[DevicesGroup] | None = None
         """The groups of the last successful detection (None before the first)."""
+        self.awaited = awaited
+        """The manufacturer whose cards must be seen once before anything is published (None: no hold)."""
         self._steps = 0
         self._unreported = True
 
@@ -83,6 +94,8 @@ class DetectLoop:
     async def step(self) -> bool:
         """One period's work; True when the groups changed."""
         groups = await self.detect()
+        if groups is not None and self._held_back(groups):
+            groups = None
         changed = groups is not None and groups != self.groups
         if groups is not None and changed:
             log.info(
@@ -105,6 +118,22 @@ class DetectLoop:
         except KubeError as exc:
             log.warning("node=%s reporting failed, retrying next period: %s", self.reporter.node, exc)
         return changed
+
+    def _held_back(self, groups: Sequence[DevicesGroup]) -> bool:
+        """True while the awaited manufacturer has never shown a card (see the module docstring)."""
+        if self.awaited is None:
+            return False
+        if any(g["manufacturer"] == self.awaited and g.get("accelerators") for g in groups):
+            log.info("manufacturer=%s answered; publishing its cards", self.awaited)
+            self.awaited = None
+            return False
+        log.error(
+            "manufacturer=%s is expected (--manufacturer) but not detected: not reporting a node with no "
+            "accelerators, detecting again in %gs (is its driver loaded? --no-fast-failed reports it empty)",
+            self.awaited,
+            self.period,
+        )
+        return True
 
     async def run(self) -> None:
         """Step every ``period`` seconds until cancelled."""

@@ -2,9 +2,10 @@
 
 It wires the parts together: the detect loop (publishes NodeFeature/Devices, feeds the plugin
 inventories, holds a faulted card unhealthy until it has read healthy `--health-recovery-checks` times in
-a row), one resource server per (manufacturer, mode) kept registered with the kubelet for every
-manufacturer that has cards now (plugin/vendors.py: a driver that loads late gets its servers, a vendor
-whose cards all go has them stopped), the node's
+a row; with `--manufacturer` naming one manufacturer it publishes nothing until that one's cards have
+answered once, unless `--no-fast-failed`, see monitor.py), one resource server per (manufacturer, mode)
+kept registered with the kubelet for every manufacturer that has cards now (plugin/vendors.py: a driver
+that loads late gets its servers, a vendor whose cards all go has them stopped), the node's
 allocator over an informer of the node's pods, and a ledger writer that rebuilds Devices.status whenever
 an allocation is recorded, a pod comes or goes, or the detect loop reports: it is the only writer of
 Devices.status, and each write is conditional on the resourceVersion it was rebuilt from, so a spec
@@ -123,6 +124,14 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "to the kubelet and in its Devices object, once N detections in a row read it healthy; 1 heals it "
         "at the first healthy reading. A fault is always reported at once (default: %(default)s)",
     )
+    parser.add_argument(
+        "--no-fast-failed",
+        action="store_true",
+        help="with --manufacturer naming one manufacturer, a first detection that finds none of its cards "
+        "(driver not loaded yet) is normally held back: nothing is published or served and detection "
+        "repeats every period, logged as an error each time. This flag publishes that empty result like "
+        "any other. Neither ends the process",
+    )
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: in-cluster)")
 
 
@@ -140,7 +149,15 @@ class ServeOptions:
     no_sliced: bool = False
     kubeconfig: Path | None = None
     fast_failed: bool = True
+    """False with `--no-fast-failed`: publish a first detection that found none of the cards asked for."""
     health_recovery_checks: int = DEFAULT_RECOVERY_CHECKS
+
+    @property
+    def awaited(self) -> str | None:
+        """The manufacturer whose cards must be detected once before anything is published: the one
+        manufacturer served, unless `--no-fast-failed` (None: publish from the first detection)."""
+        named = set(self.manufacturers)
+        return next(iter(named)) if self.fast_failed and len(named) == 1 else None
 
 
 def resource_specs(manufacturer: str, inventory: Inventory, opts: ServeOptions) -> list[ResourceSpec]:
@@ -223,6 +240,7 @@ def options_from_args(args: argparse.Namespace, environment: Environment) -> Ser
         no_shared=args.no_shared,
         no_sliced=args.no_sliced,
         kubeconfig=args.kubeconfig,
+        fast_failed=not args.no_fast_failed,
         health_recovery_checks=args.health_recovery_checks,
     )
 
@@ -240,7 +258,7 @@ async def serve(opts: ServeOptions, backend: Backend, clock: Clock | None = None
         inventories,
         pods,
         KubePodWriter(client),
-        AllocatorConfig(opts.node, paths=opts.paths, fast_failed=opts.fast_failed),
+        AllocatorConfig(opts.node, paths=opts.paths),
         writer.kick,
         clock=clock,
         kubelet=kubelet_pods,
@@ -251,6 +269,7 @@ async def serve(opts: ServeOptions, backend: Backend, clock: Clock | None = None
         lambda mfr, inventory: resource_specs(mfr, inventory, opts),
         lambda spec, inventory: ResourceServer(spec, inventory, allocator, opts.plugin_dir),
         opts.kube_socket,
+        clock=clock,
     )
 
     def on_groups(groups: Sequence[DevicesGroup]) -> None:
@@ -267,6 +286,7 @@ async def serve(opts: ServeOptions, backend: Backend, clock: Clock | None = None
         listeners=[on_groups],
         health=HealthGate(opts.health_recovery_checks),
         clock=clock,
+        awaited=opts.awaited,
     )
 
     async def collect() -> None:

@@ -1,12 +1,16 @@
 """The detect loop re-reports only on change, survives detection failures, tells listeners, heals cards
-after enough healthy checks, and waits on the injected clock."""
+after enough healthy checks, holds back a node whose one awaited manufacturer has not answered yet, and
+waits on the injected clock."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from gpustack_operator.api.types.devices import DevicesGroup
 from gpustack_operator.device_manager.health import HealthGate
@@ -14,7 +18,7 @@ from gpustack_operator.device_manager.model import Card, DetectionError, Metrics
 from gpustack_operator.device_manager.monitor import DetectLoop, format_metrics
 from gpustack_operator.device_manager.simulated import SimulatedBackend
 from gpustack_operator.runtime import FakeClock
-from tests.unit.runtime.helpers import eventually
+from tests.helpers import eventually
 
 INVENTORY = Path(__file__).parents[3] / "src/gpustack_operator/sandbox/inventory.yaml"
 
@@ -123,6 +127,83 @@ async def test_a_cleared_fault_is_reported_healthy_after_the_recovery_checks_on_
         clock.advance(15.0)  # second in a row: healed
         await eventually(lambda: len(reporter.reports) == 3)
         assert health_of(reporter.reports[-1]) == [True, True, True, True]
+    finally:
+        task.cancel()
+
+
+class LateDriver:
+    """A node whose NVIDIA driver has not answered yet: no cards until `load()`."""
+
+    name = "late-driver"
+
+    def __init__(self) -> None:
+        self.cards: list[Card] = []
+
+    def load(self) -> None:
+        self.cards = [Card("nvidia", "NVIDIA A10", 23028, f"GPU-{i}", i, minor=i) for i in range(2)]
+
+    def detect(self) -> list[Card]:
+        return list(self.cards)
+
+
+def cards_in(report: list[DevicesGroup]) -> list[str]:
+    return [acc["id"] for group in report for acc in group.get("accelerators") or []]
+
+
+async def test_a_node_whose_awaited_manufacturer_has_not_answered_publishes_nothing_and_keeps_detecting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    backend, reporter, clock = LateDriver(), RecordingReporter(), FakeClock()
+    heard: list[list[str]] = []
+    detect = loop(
+        backend,
+        reporter,
+        period=15.0,
+        clock=clock,
+        awaited="nvidia",
+        listeners=[lambda groups: heard.append(cards_in(list(groups)))],
+    )
+    task = asyncio.ensure_future(detect.run())
+    try:
+        with caplog.at_level(logging.ERROR, logger="gpustack_operator.device_manager.monitor"):
+            for passes in range(1, 5):
+                if passes > 1:
+                    clock.advance(15.0)
+                await eventually(lambda: clock.pending == 1)  # detected, and asleep until the next period
+                assert detect.steps == passes
+        assert (reporter.reports, heard, detect.groups) == ([], [], None), "no Devices, no plugin servers"
+        said = [r.getMessage() for r in caplog.records if "but not detected" in r.getMessage()]
+        assert len(said) == 4, "an error for every held-back pass"
+        assert "manufacturer=nvidia" in said[0]
+
+        backend.load()
+        clock.advance(15.0)
+        await eventually(lambda: len(reporter.reports) == 1)
+        assert cards_in(reporter.reports[0]) == ["GPU-0", "GPU-1"]
+        assert heard == [["GPU-0", "GPU-1"]]
+
+        backend.cards = []  # once it has answered, losing every card is news like any other
+        clock.advance(15.0)
+        await eventually(lambda: len(reporter.reports) == 2)
+        assert reporter.reports[-1] == []
+        assert heard[-1] == []
+    finally:
+        task.cancel()
+
+
+async def test_without_an_awaited_manufacturer_the_empty_first_result_is_published() -> None:
+    backend, reporter, clock = LateDriver(), RecordingReporter(), FakeClock()
+    heard: list[int] = []
+    detect = loop(backend, reporter, clock=clock, listeners=[lambda groups: heard.append(len(groups))])
+    task = asyncio.ensure_future(detect.run())
+    try:
+        await eventually(lambda: len(reporter.reports) == 1 and clock.pending == 1)
+        assert reporter.reports == [[]]
+        assert heard == [0]
+        backend.load()
+        clock.advance(15.0)
+        await eventually(lambda: len(reporter.reports) == 2)
+        assert cards_in(reporter.reports[-1]) == ["GPU-0", "GPU-1"]
     finally:
         task.cancel()
 

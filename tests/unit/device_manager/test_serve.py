@@ -1,6 +1,7 @@
 """serve's ledger writer is the one writer of Devices.status (conditional writes, rebuilt when the spec
-moved, retried on the injected clock), pod events move it and free what gone pods held, and the
-health-recovery flag says what it does."""
+moved, retried on the injected clock), pod events move it and free what gone pods held, the
+health-recovery flag says what it does, and `--manufacturer X` holds detection back until X answers unless
+`--no-fast-failed`."""
 
 from __future__ import annotations
 
@@ -12,16 +13,17 @@ from typing import Any, cast
 
 import pytest
 
-from gpustack_operator.device_manager import ledger
+from gpustack_operator.device_manager import command, ledger
 from gpustack_operator.device_manager.allocator.pods import node_field_selector
 from gpustack_operator.device_manager.allocator.sources import KubePods, pod_informer
-from gpustack_operator.device_manager.serve import LedgerWriter, PodEvents, add_flags
+from gpustack_operator.device_manager.serve import LedgerWriter, PodEvents, add_flags, options_from_args
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.runtime import FakeClock
+from gpustack_operator.settings.environment import Environment
+from tests.helpers import eventually
 from tests.unit.device_manager.allocator.builders import EXCLUSIVE, container, device_id, pod, whole
 from tests.unit.device_manager.allocator.conftest import FakeCluster, make_allocator
-from tests.unit.runtime.helpers import eventually
 
 
 def accelerator(index: int) -> dict[str, Any]:
@@ -130,6 +132,26 @@ def test_health_recovery_checks_default_to_three_and_must_be_at_least_one() -> N
     parser = argparse.ArgumentParser()
     add_flags(parser)
     assert "--health-recovery-checks N" in parser.format_help()
+
+
+@pytest.mark.parametrize(
+    ("flags", "awaited"),
+    [
+        (["--manufacturer", "nvidia"], "nvidia"),
+        (["--manufacturer", "ascend", "--manufacturer", "ascend"], "ascend"),
+        (["--manufacturer", "nvidia", "--no-fast-failed"], None),
+        (["--manufacturer", "nvidia", "--manufacturer", "amd"], None),
+        ([], None),
+    ],
+    ids=["one-manufacturer", "one-named-twice", "no-fast-failed", "two-manufacturers", "all-nine"],
+)
+def test_serve_waits_for_the_one_manufacturer_it_is_told_unless_no_fast_failed(
+    flags: list[str], awaited: str | None
+) -> None:
+    parser = argparse.ArgumentParser()
+    command.register(parser.add_subparsers())
+    args = parser.parse_args(["device-manager", "serve", "--node-name", "node-a", *flags])
+    assert options_from_args(args, Environment.from_environ()).awaited == awaited
 
 
 def test_the_pod_informer_watches_the_pods_bound_to_the_node() -> None:

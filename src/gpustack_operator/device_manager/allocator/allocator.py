@@ -10,9 +10,9 @@ no feasible match or a card held in another mode, from the API server. A conflic
 is refused at once with FAILED_PRECONDITION (the kubelet waits on Allocate, and the Pod start with it):
 confirmed means the API server's pods show the holder and the kubelet, when PodResources answers, still
 lists a holder as active - it frees a finished pod's devices before the pod's status reaches the API
-server, so a conflict with holders it no longer lists is retried. With no pod matching yet (or with
-`fast_failed` off, `--no-fast-failed`, for every conflict), the call is retried within `retries` x
-`retry_interval` and then fails, which the kubelet turns into a failed admission. The durable record -
+server, so a conflict with holders it no longer lists is retried. With no pod matching yet, or such an
+unconfirmed conflict, the call is retried within `retries` x `retry_interval` and then fails, which the
+kubelet turns into a failed admission. The durable record -
 the pod annotation - and the per-container work directory are written after the lock is released, under a
 per-pod lock.
 """
@@ -79,8 +79,6 @@ class AllocatorConfig:
     retries: int = 5
     retry_interval: float = 3.0
     paths: HostPaths = field(default_factory=HostPaths)
-    fast_failed: bool = True
-    """Refuse a conflict the API server confirms at once; False retries it like a pod not found yet."""
 
     @property
     def retry_window(self) -> float:
@@ -109,7 +107,7 @@ class Allocator:
         self.on_change = on_change
         self.clock: Clock = clock or MonotonicClock()
         self.reservations = Reservations()
-        self.planner = Planner(self.reservations, config.paths)
+        self.planner = Planner(self.reservations, config.paths, inventories)
         self.workdirs = WorkDirs(config.paths)
         self._lock = asyncio.Lock()
         self._pod_locks: dict[str, asyncio.Lock] = {}
@@ -198,7 +196,7 @@ class Allocator:
                     try:
                         plan = self._plan(resource, devices, cards, await self._fresh(), kubelet)
                     except CardConflictError as err:
-                        if self.config.fast_failed and _confirmed(err, kubelet):
+                        if _confirmed(err, kubelet):
                             log.info("node=%s refused at once: %s", self.config.node_name, err)
                             raise
                         plan, conflict = None, err

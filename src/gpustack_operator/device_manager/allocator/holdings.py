@@ -7,6 +7,13 @@ units, a pod whose mode conflicts with a card's is skipped), from the pod annota
 process's Reservations. Pods that finished (Succeeded, Failed) hold nothing: the kubelet has already
 taken their devices back.
 
+A pod records each card under the group ID it had at Allocate, and a group can be renamed under running
+work (GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY toggled, a driver that spells the product differently). So
+Holdings is given the cards' homes - (manufacturer, UUID) -> the group the card is filed under now: the
+Devices spec for the ledger, the plugin inventories for Allocate - and counts every recorded card under
+its current group. Both views fold through this one `add_pod`, so a card held whole under its old ID is
+held under the new one in the ledger and in Allocate's check alike.
+
 Reservations are the allocations made here whose annotations may not be visible yet: between reserving
 cards under the node lock and the annotation patch reaching the pod cache, the cards would look free to
 the next Allocate. They also remember which sidecar containers were served the visibility resource, so
@@ -29,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode
-from gpustack_operator.device_manager.allocator.annotation import ContainerAllocation
+from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation
 from gpustack_operator.device_manager.plugin import ids
 from gpustack_operator.nodefeature.credits import RESOURCE_MAX_UNITS
 
@@ -48,11 +55,21 @@ class Holding:
     holders: list[str] = field(default_factory=list)
 
 
-class Holdings:
-    """Per-card holdings built from allocations, in the ledger's order and with its conflict rule."""
+CardHomes = Mapping[tuple[str, str], str]
+"""(manufacturer, card UUID) -> the ID of the group the card is filed under now."""
 
-    def __init__(self) -> None:
+
+class Holdings:
+    """Per-card holdings built from allocations, in the ledger's order and with its conflict rule; cards
+    recorded under a group ID that ``homes`` files them elsewhere now count under their current group."""
+
+    def __init__(self, homes: CardHomes | None = None) -> None:
         self._cards: dict[CardKey, Holding] = {}
+        self._homes: CardHomes = homes or {}
+
+    def _home(self, card: AllocatedCard) -> CardKey:
+        """The key a recorded card counts under: its group now (``homes``), else the one recorded."""
+        return self._homes.get((card.manufacturer, card.uuid), card.group), card.uuid
 
     def get(self, key: CardKey) -> Holding:
         return self._cards.get(key) or Holding()
@@ -64,8 +81,9 @@ class Holdings:
         for name in sorted(allocations):
             alloc = allocations[name]
             for card in alloc.cards:
-                held = self.get(card.key).mode
-                if held not in (NONE, alloc.mode) or modes.get(card.key, alloc.mode) is not alloc.mode:
+                key = self._home(card)
+                held = self.get(key).mode
+                if held not in (NONE, alloc.mode) or modes.get(key, alloc.mode) is not alloc.mode:
                     log.warning(
                         "skipping holder=%s: card %s is held %s, it claims %s",
                         holder,
@@ -74,8 +92,8 @@ class Holdings:
                         alloc.mode.label,
                     )
                     return False
-                modes[card.key] = alloc.mode
-                charges[card.key] = charges.get(card.key, 0) + card.units
+                modes[key] = alloc.mode
+                charges[key] = charges.get(key, 0) + card.units
         for key, units in charges.items():
             holding = self._cards.setdefault(key, Holding())
             holding.mode = modes[key]

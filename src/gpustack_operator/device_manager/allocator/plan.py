@@ -22,7 +22,7 @@ from gpustack_operator.device_manager.allocator.annotation import (
     pod_allocations,
 )
 from gpustack_operator.device_manager.allocator.demand import SlicedRequest, card_demand, sliced_request
-from gpustack_operator.device_manager.allocator.holdings import Holdings, Reservations
+from gpustack_operator.device_manager.allocator.holdings import CardHomes, Holdings, Reservations
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths
 from gpustack_operator.device_manager.plugin.handler import (
     AllocationRefusedError,
@@ -30,7 +30,7 @@ from gpustack_operator.device_manager.plugin.handler import (
     ResourceSpec,
 )
 from gpustack_operator.device_manager.plugin.ids import DeviceID
-from gpustack_operator.device_manager.plugin.inventory import CardInfo
+from gpustack_operator.device_manager.plugin.inventory import CardInfo, Inventory
 from gpustack_operator.device_manager.podresources.model import PodName
 
 CardKey = tuple[str, str]
@@ -62,17 +62,30 @@ class Plan:
 
 
 class Planner:
-    def __init__(self, reservations: Reservations, paths: HostPaths) -> None:
+    def __init__(
+        self, reservations: Reservations, paths: HostPaths, inventories: Mapping[str, Inventory] | None = None
+    ) -> None:
         self.reservations = reservations
         self.paths = paths
+        self.inventories: Mapping[str, Inventory] = inventories or {}
+        """The node's cards now: where each card is filed, for records made under an older group ID."""
+
+    def homes(self) -> CardHomes:
+        """(manufacturer, UUID) -> the card's group ID now, from the inventories."""
+        return {
+            (card.manufacturer, card.uuid): card.group
+            for inventory in self.inventories.values()
+            for card in inventory.cards()
+        }
 
     def allocations(self, pod: Pod) -> dict[str, ContainerAllocation]:
         """The pod's workload allocations: its annotation overlaid with this process's reservations."""
         return {**pod_allocations(pod), **self.reservations.containers(p.pod_uid(pod))}
 
     def holdings(self, pods: Iterable[Pod]) -> Holdings:
-        """The cross-mode view: active pods oldest first, then reservations of pods not listed yet."""
-        holdings = Holdings()
+        """The cross-mode view: active pods oldest first, then reservations of pods not listed yet; each
+        recorded card counted under the group it is filed under now (see holdings.py)."""
+        holdings = Holdings(self.homes())
         listed = set()
         for pod in sorted(pods, key=p.age_key):
             listed.add(p.pod_uid(pod))

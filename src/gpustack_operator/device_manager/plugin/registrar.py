@@ -4,7 +4,8 @@ A restarting kubelet deletes every socket in the device-plugin directory and for
 reconnects on the plugin's behalf. So, in generations: start all servers, register each (awaiting the
 kubelet's answer), then watch the directory - a new `kubelet.sock` inode, or one of our sockets gone, ends
 the generation, and the next one starts fresh servers and registers again. Registration failures are
-retried with backoff; a kubelet that has not created its socket yet is waited for.
+retried with backoff; a kubelet that has not created its socket yet is waited for. Every wait (the
+directory poll, the backoff) is on an injectable Clock, so tests move its time.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import grpc
 
 from gpustack_operator.device_manager.plugin.server import ResourceServer
-from gpustack_operator.runtime import Backoff
+from gpustack_operator.runtime import Backoff, Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,13 @@ class Registrar:
         *,
         poll: float = 1.0,
         backoff: Backoff = RETRY,
+        clock: Clock | None = None,
     ) -> None:
         self.servers = list(servers)
         self.kubelet_socket = kubelet_socket
         self.poll = poll
         self.backoff = backoff
+        self.clock: Clock = clock or MonotonicClock()
         self.generation = 0
         self.registered = asyncio.Event()
 
@@ -78,7 +81,7 @@ class Registrar:
                     delay,
                     err,
                 )
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
                 continue
             self.generation += 1
             self.registered.set()
@@ -95,12 +98,12 @@ class Registrar:
             if not announced:
                 log.info("waiting for the kubelet socket %s", self.kubelet_socket)
                 announced = True
-            await asyncio.sleep(self.poll)
+            await self.clock.sleep(self.poll)
         return inode
 
     async def _wait_for_restart(self, inode: int | None) -> None:
         while True:
-            await asyncio.sleep(self.poll)
+            await self.clock.sleep(self.poll)
             if _inode(self.kubelet_socket) != inode:
                 return
             lost = [s.resource.name for s in self.servers if not s.socket.exists()]

@@ -24,7 +24,7 @@ from gpustack_operator.device_manager.plugin.handler import ResourceSpec
 from gpustack_operator.device_manager.plugin.inventory import Inventory
 from gpustack_operator.device_manager.plugin.registrar import RETRY, Registrar
 from gpustack_operator.device_manager.plugin.server import ResourceServer
-from gpustack_operator.runtime import Backoff, Supervisor
+from gpustack_operator.runtime import Backoff, Clock, MonotonicClock, Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ class VendorPlugins:
         *,
         poll: float = 1.0,
         backoff: Backoff = RETRY,
+        clock: Clock | None = None,
     ) -> None:
         self.inventories = inventories
         self.specs_of = specs_of
@@ -59,6 +60,7 @@ class VendorPlugins:
         self.kubelet_socket = kubelet_socket
         self.poll = poll
         self.backoff = backoff
+        self.clock: Clock = clock or MonotonicClock()
         self._serving: dict[str, _Serving] = {}
         self._dirty = asyncio.Event()
 
@@ -101,7 +103,9 @@ class VendorPlugins:
 
     def _start(self, mfr: str, inventory: Inventory, specs: tuple[ResourceSpec, ...]) -> None:
         servers = [self.server_of(spec, inventory) for spec in specs]
-        registrar = Registrar(servers, self.kubelet_socket, poll=self.poll, backoff=self.backoff)
+        registrar = Registrar(
+            servers, self.kubelet_socket, poll=self.poll, backoff=self.backoff, clock=self.clock
+        )
         supervisor = Supervisor(f"device-plugins:{mfr}")
         supervisor.spawn(f"registrar:{mfr}", registrar.run, restart="on-failure")
         self._serving[mfr] = _Serving(specs, registrar, supervisor)

@@ -78,7 +78,6 @@ def make_allocator(
     retries: int = 0,
     retry_interval: float = 0.0,
     clock: Clock | None = None,
-    fast_failed: bool = True,
 ) -> Allocator:
     invs = inventories or (Inventory("nvidia", [group(count=2)]),)
     config = AllocatorConfig(
@@ -86,7 +85,6 @@ def make_allocator(
         retries=retries,
         retry_interval=retry_interval,
         paths=HostPaths(tmp_path / "data", tmp_path / "lock"),
-        fast_failed=fast_failed,
     )
     return Allocator(
         {inv.manufacturer: inv for inv in invs}, cluster, cluster, config, clock=clock, kubelet=cluster

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import threading
 from collections.abc import Iterable
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode
-from gpustack_operator.device_manager import command
 from gpustack_operator.device_manager.allocator.allocator import Allocator
 from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths, WorkDirs
@@ -20,10 +18,10 @@ from gpustack_operator.device_manager.plugin.handler import (
     AllocationRefusedError,
     PodNotFoundError,
 )
+from gpustack_operator.device_manager.plugin.ids import format_id
 from gpustack_operator.device_manager.plugin.inventory import Inventory
 from gpustack_operator.kube import errors
 from gpustack_operator.runtime import FakeClock
-from gpustack_operator.settings.environment import Environment
 from tests.unit.device_manager.allocator.builders import (
     EXCLUSIVE,
     H100,
@@ -74,6 +72,21 @@ async def test_a_card_held_in_another_mode_is_refused_with_failed_precondition(
     assert caught.value.status == "FAILED_PRECONDITION"
     assert f"card {uuid(0)} is held {held} by ns/holder" in str(caught.value)
     assert "ns/new" in str(caught.value)
+    assert cluster.writes == []
+
+
+async def test_a_card_held_whole_under_its_old_group_id_is_refused_to_a_slice_under_the_new_one(
+    cluster: FakeCluster, tmp_path: Path
+) -> None:
+    renamed = f"{H100}-80g"  # GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY turned on under the running holder
+    allocator = make_allocator(cluster, tmp_path, Inventory("nvidia", [{**group(), "id": renamed}]))
+    cluster.add(holder("Exclusive"), pod("new", container("main", sliced_limits()), minute=5))
+    slices = [format_id(renamed, uuid(card), 1) for card in (0, 1)]
+    assert allocator.preferred(SLICED, slices, [], 1) == [slices[1]], "the kubelet is steered off card 0"
+    with pytest.raises(AllocationRefusedError) as caught:
+        await allocator.allocate(SLICED, [slices[0]])
+    assert caught.value.status == "FAILED_PRECONDITION"
+    assert f"card {uuid(0)} is held Exclusive by ns/holder" in str(caught.value)
     assert cluster.writes == []
 
 
@@ -222,28 +235,12 @@ async def test_a_confirmed_conflict_is_refused_at_once_without_waiting_out_the_r
     assert (cluster.lists, clock.now(), cluster.writes) == (1, 0.0, [])
 
 
-@pytest.mark.parametrize(("flags", "fast_failed"), [([], True), (["--no-fast-failed"], False)])
-def test_serve_fails_fast_unless_told_no_fast_failed(flags: list[str], fast_failed: bool) -> None:
-    parser = argparse.ArgumentParser()
-    command.register(parser.add_subparsers())
-    args = parser.parse_args(["device-manager", "serve", "--node-name", "node-a", *flags])
-    assert command.serve_options(args, Environment.from_environ()).fast_failed is fast_failed
-
-
-@pytest.mark.parametrize(
-    ("fast_failed", "kubelet_lists"),
-    [(True, [("ns", "new")]), (False, None)],
-    ids=["the-kubelet-no-longer-runs-the-holder", "no-fast-failed"],
-)
 async def test_a_conflict_is_retried_until_the_kubelet_freed_holder_shows_finished(
-    cluster: FakeCluster,
-    tmp_path: Path,
-    fast_failed: bool,
-    kubelet_lists: list[tuple[str, str]] | None,
+    cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    allocator = make_allocator(cluster, tmp_path, retries=3, fast_failed=fast_failed)
+    allocator = make_allocator(cluster, tmp_path, retries=3)
     cluster.add(holder("Exclusive"), pod("new", container("main", sliced_limits()), minute=5))
-    cluster.kubelet_lists = kubelet_lists
+    cluster.kubelet_lists = [("ns", "new")]  # the kubelet no longer runs the holder
 
     def finish_on_third_list(lists: int) -> None:
         if lists == 3:
@@ -255,11 +252,12 @@ async def test_a_conflict_is_retried_until_the_kubelet_freed_holder_shows_finish
     assert cluster.lists == 3
 
 
-async def test_with_no_fast_failed_a_lasting_conflict_is_refused_once_the_retries_are_spent(
+async def test_a_conflict_the_api_server_keeps_showing_is_refused_once_the_retries_are_spent(
     cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    allocator = make_allocator(cluster, tmp_path, retries=2, fast_failed=False)
+    allocator = make_allocator(cluster, tmp_path, retries=2)
     cluster.add(holder("Exclusive"), pod("new", container("main", sliced_limits()), minute=5))
+    cluster.kubelet_lists = [("ns", "new")]  # the kubelet freed the holder; its status never comes
     with pytest.raises(AllocationRefusedError, match="held Exclusive by ns/holder") as caught:
         await allocator.allocate(SLICED, [device_id(0, 1)])
     assert caught.value.status == "FAILED_PRECONDITION"

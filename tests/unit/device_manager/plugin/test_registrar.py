@@ -1,13 +1,17 @@
-"""Registration with a kubelet that behaves like 1.25+, plugin crashes, and re-registration after a restart.
+"""Registration with a kubelet that behaves like 1.25+, plugin crashes, re-registration after a restart, and
+retries that wait on the registrar's clock.
 
 The kubelet side is the sandbox's stand-in registry, in process, on real unix sockets.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -15,7 +19,7 @@ import pytest
 from gpustack_operator.device_manager.plugin.api import VERSION, pb, rpc
 from gpustack_operator.device_manager.plugin.registrar import Registrar
 from gpustack_operator.device_manager.plugin.server import ResourceServer
-from gpustack_operator.runtime import Backoff, Supervisor
+from gpustack_operator.runtime import Backoff, FakeClock, Supervisor
 from gpustack_operator.sandbox.kubelet_registry import DeviceRegistry, is_extended_resource_name
 from tests.helpers import eventually
 from tests.unit.device_manager.allocator.builders import EXCLUSIVE, SHARED, inventory
@@ -35,9 +39,9 @@ async def kubelet(directory: Path, grace: float = 300.0) -> AsyncIterator[Device
 
 
 @contextlib.asynccontextmanager
-async def plugins(directory: Path, handler: RecordingHandler) -> AsyncIterator[Registrar]:
+async def plugins(directory: Path, handler: RecordingHandler, **options: Any) -> AsyncIterator[Registrar]:
     servers = [ResourceServer(spec, inventory(), handler, directory) for spec in (EXCLUSIVE, SHARED)]
-    registrar = Registrar(servers, directory / "kubelet.sock", poll=0.05, backoff=FAST)
+    registrar = Registrar(servers, directory / "kubelet.sock", **{"poll": 0.05, "backoff": FAST, **options})
     async with Supervisor("test") as sup:
         sup.spawn("registrar", registrar.run)
         yield registrar
@@ -118,6 +122,38 @@ async def test_plugins_wait_for_a_kubelet_that_is_not_up_yet(
                 return listed(registry)
 
             await eventually(up, timeout=30, interval=0.05, what="registered once the kubelet came")
+
+
+async def test_a_failed_registration_is_retried_after_the_backoff_on_the_registrars_clock(
+    sock_dir: Path, handler: RecordingHandler, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    socket = sock_dir / "kubelet.sock"
+    socket.write_text("")  # a kubelet.sock nothing listens on: registering is refused
+    backoff = Backoff(base=5.0, cap=5.0)
+    with caplog.at_level(logging.WARNING, logger="gpustack_operator.device_manager.plugin.registrar"):
+        async with plugins(sock_dir, handler, poll=1.0, backoff=backoff, clock=clock) as registrar:
+
+            async def backing_off() -> bool:
+                return "failed, retrying in 5.0s" in caplog.text and clock.pending == 1
+
+            await eventually(
+                backing_off, timeout=30, interval=0.01, what="asleep on the clock after a failure"
+            )
+            socket.unlink()
+            async with kubelet(sock_dir) as registry:
+                await asyncio.sleep(0.2)  # real time passes; the registrar's does not
+                assert not registrar.registered.is_set()
+                assert not registry.endpoints
+                clock.advance(5.0)
+
+                async def up() -> dict[str, tuple[int, int]] | None:
+                    return listed(registry)
+
+                counts = await eventually(up, timeout=30, interval=0.05, what="registered after the backoff")
+                assert counts["nvidia.com/gpu"] == (2, 2)
+                assert registrar.generation == 1
+    assert caplog.text.count("failed, retrying") == 1
 
 
 @pytest.mark.parametrize(
