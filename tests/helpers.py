@@ -1,36 +1,72 @@
-"""Shared test helpers: poll for a condition instead of sleeping."""
+"""Shared test helpers: poll for a condition instead of sleeping, and the sandbox's etcd gateway.
+
+`eventually` is the one way tests (and benchmarks) wait for something to become true; a new wait loop in a
+test is a second implementation with its own timeout and error message to get wrong.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
+FIRST_INTERVAL = 0.001
+
+
+@overload
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]], *, timeout: float = ..., interval: float = ..., what: str = ...
+) -> T: ...
+
+
+@overload
+async def eventually(
+    probe: Callable[[], T | None], *, timeout: float = ..., interval: float = ..., what: str = ...
+) -> T: ...
+
 
 async def eventually(
-    probe: Callable[[], Awaitable[T | None]],
+    probe: Callable[[], Any],
     *,
     timeout: float = 60.0,
     interval: float = 0.25,
     what: str = "condition",
-) -> T:
-    """Await probe() until it returns something truthy; fail with the last answer after timeout."""
+) -> Any:
+    """Call probe() (sync or async) until it returns something truthy, and return that.
+
+    The first retries come quickly (1 ms, doubling) so that an in-process condition is seen as soon as the
+    loop has moved; later ones every `interval` seconds, so that a real cluster is not hammered. A probe that
+    raises AssertionError counts as "not yet" and its message is kept: after `timeout` seconds the test
+    fails naming `what` and the last answer or assertion.
+    """
     deadline = time.monotonic() + timeout
+    pause = min(FIRST_INTERVAL, interval)
     last: object = None
-    while time.monotonic() < deadline:
+    while True:
         try:
-            value = await probe()
+            value = probe()
+            if inspect.isawaitable(value):
+                value = await value
         except AssertionError as exc:
             last = exc
             value = None
         if value:
             return value
         last = value if last is None or value is not None else last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"{what} not reached within {timeout:.0f}s (last: {last!r})")
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} not reached within {timeout:g}s (last: {last!r})")
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, interval)
+
+
+async def yield_to_loop(times: int = 5) -> None:
+    """Let other ready tasks run a few steps (no wall-clock time involved)."""
+    for _ in range(times):
+        await asyncio.sleep(0)
 
 
 async def etcd_revision(etcd_port: int) -> int:

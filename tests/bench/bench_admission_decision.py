@@ -31,7 +31,8 @@ from collections import deque
 from functools import partial
 from typing import Any
 
-from tests.bench.bench_chain import EPYC, bounded, cards, control_only_sandbox, node_object, wait_for
+from tests.bench.bench_chain import EPYC, bounded, cards, control_only_sandbox, node_object
+from tests.helpers import eventually
 from tests.integration.chain_support import running_controllers
 
 from gpustack_operator.api.keys import CREDITS_PREFIX
@@ -184,7 +185,7 @@ async def run(nodes: int, decisions: int, seed: int) -> None:
                     rec.cache.get(resources.RESOURCE_FLAVORS, FLAVOR)
                 )
 
-            await wait_for(cached, 300, "the check's cache holds every ledger")
+            await eventually(cached, timeout=300, what="the check's cache holds every ledger")
             print(
                 f"check controller's cache holds {nodes} ledgers and the flavor; timing {decisions} decisions"
             )

@@ -45,6 +45,7 @@ from typing import Any
 
 import aiohttp
 import yaml
+from tests.helpers import eventually
 
 from gpustack_operator.api.keys import DEFAULT_SYSTEM_NAMESPACE, MANAGED_LABEL, QUEUE_ANNOTATION
 from gpustack_operator.api.quantity import Quantity
@@ -359,7 +360,12 @@ async def run(box: Sandbox, rest_seconds: float, scale: float, worker_args: list
         print(
             f"fleet: {len(nodes)} nodes and their agents' objects written in {time.perf_counter() - t0:.1f}s"
         )
-        await wait_for(lambda: labelled_by_nfd(kube, len(nodes) + 1), 600, "nfd-master labels every node")
+        await eventually(
+            lambda: labelled_by_nfd(kube, len(nodes) + 1),
+            timeout=600,
+            interval=2.0,
+            what="nfd-master labels every node",
+        )
         print(f"nfd-master labelled every node after {time.perf_counter() - t0:.1f}s")
         total_nodes = len(nodes) + 1
 
@@ -371,7 +377,7 @@ async def run(box: Sandbox, rest_seconds: float, scale: float, worker_args: list
         reached: list[tuple[str, float]] = []
         try:
             for name, check in checks:
-                await wait_for(check, 900, name, interval=1.0)
+                await eventually(check, timeout=900, interval=1.0, what=name)
                 reached.append((name, time.perf_counter() - started))
                 print(f"  {reached[-1][1]:6.1f}s  {name}")
             converge = reached[-1][1]
@@ -437,19 +443,10 @@ def print_results(
     )
 
 
-async def wait_for(
-    check: Callable[[], Awaitable[bool]], timeout: float, what: str, interval: float = 2.0
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not reached within {timeout:.0f}s")
-        await asyncio.sleep(interval)
-
-
 @contextlib.asynccontextmanager
-async def control_only_sandbox(prefix: str) -> AsyncIterator[Sandbox]:
-    """A sandbox whose inventory is the one control node (the benchmark adds what it measures)."""
+async def control_only_sandbox(prefix: str, **options: Any) -> AsyncIterator[Sandbox]:
+    """A sandbox whose inventory is the one control node (the benchmark adds what it measures);
+    `options` go to Sandbox."""
     run_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # unix socket paths below it must stay short
     inventory = run_dir / "inventory.yaml"
     cpu = CONTROL.cpu
@@ -460,7 +457,7 @@ async def control_only_sandbox(prefix: str) -> AsyncIterator[Sandbox]:
         "memory": CONTROL.memory,
     }
     inventory.write_text(yaml.safe_dump({"nodes": [control]}))
-    box = Sandbox(run_dir, inventory_file=inventory, progress=lambda text: print(text, flush=True))
+    box = Sandbox(run_dir, inventory_file=inventory, progress=lambda text: print(text, flush=True), **options)
     await box.up()
     try:
         yield box

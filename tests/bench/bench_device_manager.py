@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tests.helpers import eventually
 
 from gpustack_operator.api.keys import ACCELERATOR_ALLOCATED_ANNOTATION
 from gpustack_operator.kube import resources
@@ -111,14 +112,6 @@ def pod(name: str, *, gpu: bool) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
-async def wait_for(check: Any, what: str, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not reached within {timeout:.0f}s")
-        await asyncio.sleep(1.0)
-
-
 async def hundred_pods(kube: Client, namespace: str) -> None:
     """8 pods holding one card each (allocated and annotated), 92 CPU-only pods, all on NODE."""
     await kube.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
@@ -132,7 +125,7 @@ async def hundred_pods(kube: Client, namespace: str) -> None:
         ]
         return len(pods) == 100 and len(held) == 8
 
-    await wait_for(allocated, "8 pods allocated a card, 100 on the node")
+    await eventually(allocated, timeout=180, interval=1.0, what="8 pods allocated a card, 100 on the node")
 
 
 async def service_account_mount(kube: Client, box: Sandbox, directory: Path) -> None:

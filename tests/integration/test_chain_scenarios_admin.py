@@ -805,12 +805,15 @@ async def stable_snapshot(kube: Client, system_namespace: str, quiet: float = 6.
     """The chain once converged and unchanged for `quiet` seconds."""
     await eventually(lambda: converged(kube), timeout=240, what="the chain converged")
     last = await snapshot(kube, system_namespace)
-    while True:
-        await asyncio.sleep(quiet)
-        now = await snapshot(kube, system_namespace)
-        if now == last:
-            return now
+
+    async def unchanged_over_quiet() -> JSONObj | None:
+        nonlocal last
+        await asyncio.sleep(quiet)  # the observation window itself, not a poll interval
+        now, before = await snapshot(kube, system_namespace), last
         last = now
+        return now if now == before else None
+
+    return await eventually(unchanged_over_quiet, timeout=240, what=f"the chain unchanged for {quiet:g}s")
 
 
 def no_duplicates_or_orphans(state: JSONObj, namespaces: set[str]) -> None:

@@ -78,15 +78,17 @@ async def converged(kube: Client, namespace: str, informer: Informer, mirror: Mi
 
 async def persist(op: Callable[[], Awaitable[object]], deadline: float = 240.0) -> None:
     """Run one write, riding out a restarting apiserver; a retried create that already landed is fine."""
-    async with asyncio.timeout(deadline):
-        while True:
-            try:
-                await op()
-                return
-            except errors.AlreadyExists:
-                return
-            except errors.Unavailable:
-                await asyncio.sleep(0.5)
+
+    async def landed() -> bool:
+        try:
+            await op()
+        except errors.AlreadyExists:
+            return True
+        except errors.Unavailable:
+            return False
+        return True
+
+    await eventually(landed, timeout=deadline, interval=0.5, what="a write while the apiserver restarts")
 
 
 async def restart_apiserver(sandbox: Sandbox, kube: Client) -> None:

@@ -85,6 +85,9 @@ class Workers:
                 f"--kubeconfig={self._sandbox.kubeconfig}",
                 f"--metrics-bind-address=127.0.0.1:{metrics_port}",
                 f"--health-probe-bind-address=127.0.0.1:{health_port}",
+                # No aggregated API unless a test asks (--secure-port=N): its APIService is cluster-wide,
+                # and one left pointing at a stopped worker would hold up namespace deletion for every test.
+                "--secure-port=0",
                 *args,
                 stdout=sink,
                 stderr=asyncio.subprocess.STDOUT,

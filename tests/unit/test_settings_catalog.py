@@ -86,7 +86,10 @@ def test_bad_environment_values_are_all_reported_with_their_text() -> None:
     ],
 )
 def test_blank_is_admitted_where_the_original_allowed_it(setting: Setting, text: str) -> None:
-    setting.admit(text)
+    try:
+        setting.admit(text)
+    except SettingValueError as exc:
+        pytest.fail(f"{setting.name} refused {text!r}: {exc}")
 
 
 @pytest.mark.parametrize(

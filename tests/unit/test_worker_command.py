@@ -63,10 +63,14 @@ def test_help_documents_every_flag_says_what_the_controllers_build_and_what_is_n
         "--metrics-bind-address",
         "--health-probe-bind-address",
         "--log-level",
+        "--secure-port",
+        "--bind-address",
+        "--cert-dir",
     ):
         assert flag in text
     assert "ResourceFlavor per node flavor, one ClusterQueue and InstanceType per hardware pool" in text
-    assert "The aggregated API, the webhooks and Instances are not built yet" in text
+    assert "serves instancetypes.v1.worker.gpustack.ai" in text
+    assert "devices, instances and settings in v1, the webhooks and Instances are not built yet" in text
 
 
 @pytest.mark.parametrize(

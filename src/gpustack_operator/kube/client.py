@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -169,7 +169,10 @@ class Client:
         async with resp:
             if not 200 <= resp.status <= 299:
                 raise errors.from_response(resp.status, await resp.read(), resp.headers.get("Retry-After"))
-            yield _lines(resp)
+            # Closed here, not left to the garbage collector, when the caller stops early or raises: an
+            # abandoned generator is finalized later by a task of its own on the loop.
+            async with contextlib.aclosing(_lines(resp)) as lines:
+                yield lines
 
     def _observe(self, method: str, path: str, status: int) -> None:
         if self._observer is not None:
@@ -457,11 +460,12 @@ def _unavailable(exc: BaseException) -> errors.Unavailable:
     return err
 
 
-async def _lines(resp: Any) -> AsyncIterator[bytes]:
+async def _lines(resp: Any) -> AsyncGenerator[bytes, None]:
     """Split a chunked response into its non-empty lines; a broken connection is Unavailable."""
     pending = bytearray()
+    chunks = resp.content.iter_any()
     try:
-        async for chunk in resp.content.iter_any():
+        async for chunk in chunks:
             pending += chunk
             start = 0
             while (end := pending.find(b"\n", start)) >= 0:
@@ -471,5 +475,11 @@ async def _lines(resp: Any) -> AsyncIterator[bytes]:
             del pending[:start]
     except _broken() as exc:
         raise _unavailable(exc) from exc
+    finally:
+        # The in-cluster transport's body is an async generator: close it now rather than leave it to a
+        # finalizer task when the watch ends early (an ERROR event, a caller that stops reading).
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
     if pending.strip():
         yield bytes(pending)

@@ -105,8 +105,11 @@ class Sandbox:
         inventory_file: Path = inventory.DEFAULT_INVENTORY,
         bin_dir: Path | None = None,
         progress: Callable[[str], None] = print,
+        kueue_client: tuple[float, int] = kueue.CLIENT_CONNECTION,
     ) -> None:
+        """`kueue_client`: Kueue's (qps, burst) to kube-apiserver; its release manifests' by default."""
         self.run_dir = run_dir.resolve()
+        self.kueue_client = kueue_client
         self.inventory_file = inventory_file
         self.bin_dir = bin_dir
         self.progress = progress
@@ -254,7 +257,12 @@ class Sandbox:
             )
             (self.run_dir / "kueue.yaml").write_text(
                 yaml.safe_dump(
-                    kueue.configuration(ports.kueue_webhook, ports.kueue_health, self.run_dir / "kueue-certs")
+                    kueue.configuration(
+                        ports.kueue_webhook,
+                        ports.kueue_health,
+                        self.run_dir / "kueue-certs",
+                        client=self.kueue_client,
+                    )
                 )
             )
             await _together(

@@ -113,8 +113,17 @@ GROUP_KIND_CONCURRENCY: Final = {
 """Reconcile workers per kind, as Kueue's release manifests set them."""
 
 
+CLIENT_CONNECTION: Final = (50.0, 100)
+"""Kueue's requests per second and burst to kube-apiserver, as its release manifests set them (without
+them its client is held to client-go's 20 requests/s, and a Workload takes several requests to admit)."""
+
+
 def configuration(
-    webhook_port: int, health_port: int, cert_dir: Path, frameworks: tuple[str, ...] = ("batch/job", "pod")
+    webhook_port: int,
+    health_port: int,
+    cert_dir: Path,
+    frameworks: tuple[str, ...] = ("batch/job", "pod"),
+    client: tuple[float, int] = CLIENT_CONNECTION,
 ) -> Obj:
     """Kueue's config.kueue.x-k8s.io/v1beta2 Configuration for a single local replica, with the chain's
     resource transformations and exclusions (nodefeature.kueueconfig)."""
@@ -126,9 +135,7 @@ def configuration(
         "metrics": {"bindAddress": "0"},
         "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
-        # As Kueue's own release manifests configure its manager (without them its client is held to
-        # client-go's 20 requests/s, and a Workload takes about five requests to admit).
-        "clientConnection": {"qps": 50, "burst": 100},
+        "clientConnection": {"qps": client[0], "burst": client[1]},
         "controller": {"groupKindConcurrency": GROUP_KIND_CONCURRENCY},
         "internalCertManagement": {
             "enable": True,

@@ -21,6 +21,10 @@ from pathlib import Path
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST_PORT = 10000
 _handed_out: set[int] = set()
+# The Popen of each component this process started and has not yet seen exit. Kept so that it is reaped
+# through Popen (which then knows its exit status) instead of being dropped while the child runs, which
+# Python reports as a ResourceWarning ("subprocess N is still running").
+_children: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def _ephemeral_start() -> int:
@@ -87,6 +91,7 @@ def spawn(
             cwd=cwd,
             start_new_session=True,
         )
+    _children[proc.pid] = proc
     return Started(name, proc.pid, log, start_time(proc.pid))
 
 
@@ -100,10 +105,15 @@ def alive(pid: int, started_at: int | None = None) -> bool:
         return False
     except PermissionError:
         return True
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
+    if (ours := _children.get(pid)) is not None:
+        if ours.poll() is not None:
+            del _children[pid]
             return False
+    else:
+        with contextlib.suppress(ChildProcessError):
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return False
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):

@@ -19,6 +19,7 @@ from gpustack_operator.kube.errors import KubeConfigError
 from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.catalog import SettingsEnvironmentError, initial_values
 from gpustack_operator.settings.environment import Environment, EnvironmentValueError
+from gpustack_operator.worker.aggregation import AggregationOptions
 from gpustack_operator.worker.start import WorkerOptions, run
 
 __all__ = ["register"]
@@ -28,13 +29,17 @@ The control-plane process. Prepare (every replica): ensure the system namespace 
 default gpustack-system), apply the operator's CRDs and wait until they are Established, create the
 gpustack-settings Secret or add the keys it lacks (values already set are never overwritten; first-install
 values come from GPUSTACK_* variables), apply the gpustack-cpu-info NodeFeatureRule and the
-gpustack-node-devices AdmissionCheck. Start: serve /metrics, /healthz and /readyz, and run the controllers
-under leader election (Lease <leader-election-id> in the system namespace).
+gpustack-node-devices AdmissionCheck, register the APIService v1.worker.gpustack.ai (outside a cluster
+with an ExternalName Service <KUBERNETES_SERVICE_NAME> -> localhost). Start: serve /metrics, /healthz,
+/readyz and the aggregated API over HTTPS (--secure-port), wait until the APIService is Available, then
+run the controllers under leader election (Lease <leader-election-id> in the system namespace).
 
 The controllers build the scheduling chain: node capacities and the worker NodeFeature, one Kueue
 ResourceFlavor per node flavor, one ClusterQueue and InstanceType per hardware pool, a LocalQueue per
-namespace, InstanceType status, and the per-card admission check. The aggregated API, the webhooks and
-Instances are not built yet. SIGTERM stops it cleanly (exit code 0).
+namespace, InstanceType status, and the per-card admission check. The aggregated API serves
+instancetypes.v1.worker.gpustack.ai (kubectl get/explain instancetypes) over the v1alpha1 CRD and the
+computed, list-only instancetypeflavors; devices, instances and settings in v1, the webhooks and Instances
+are not built yet. SIGTERM stops it cleanly (exit code 0).
 """
 
 
@@ -43,6 +48,12 @@ def _address(text: str) -> tuple[str, int] | None:
         return parse_address(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
+    return int(text)
 
 
 def _flag(text: str) -> bool:
@@ -130,6 +141,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "0 disables (default: %(default)s)",
     )
     p.add_argument(
+        "--secure-port",
+        type=_port,
+        default=31443,
+        metavar="PORT",
+        help="HTTPS port of the aggregated API (kube-apiserver proxies to it); 0 runs without it "
+        "and registers no APIService (default: %(default)s)",
+    )
+    p.add_argument(
+        "--bind-address",
+        default="127.0.0.1",
+        metavar="IP",
+        help="address the aggregated API listens on; 0.0.0.0 in a Pod (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cert-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="tls.crt, tls.key and optional ca.crt (the APIService caBundle) of the aggregated API; "
+        "when they are absent a self-signed set is written there (default: in memory)",
+    )
+    p.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default="info",
@@ -158,6 +191,14 @@ def _run(args: argparse.Namespace) -> int:
         leader_election_id=args.leader_election_id,
         metrics_address=args.metrics_bind_address,
         health_address=args.health_probe_bind_address,
+        aggregation=AggregationOptions(
+            secure_port=args.secure_port,
+            bind_address=args.bind_address,
+            cert_dir=args.cert_dir,
+            in_cluster=args.kubeconfig is None,
+        )
+        if args.secure_port
+        else None,
     )
     try:
         return asyncio.run(run(options, environment, settings))

@@ -10,14 +10,15 @@ details and labels the nodes without an accelerator (nodefeature.cpuinforule). N
 first: without its CRDs the step fails with that instruction. The `gpustack-node-devices` AdmissionCheck
 is server-side applied after that (Kueue's CRDs are installed at run time, so the chart cannot ship it);
 the body carries no finalizers, so Kueue's own stays Kueue's, and the node-devices controllers keep it
-Active. Kueue must be installed first, likewise. The spec's other steps (extension API
-services, webhook configurations, applications) join here, in order.
+Active. Kueue must be installed first, likewise. The APIServices of the aggregated API follow the CRDs
+(worker.aggregation supplies that step); the spec's other steps (webhook configurations, applications)
+join here, in order.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from gpustack_operator.api.crds import custom_resource_definitions
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK, NODE_DEVICES_CONTROLLER_NAME
@@ -45,9 +46,15 @@ class PrepareError(RuntimeError):
 
 
 async def prepare(
-    client: Client, environment: Environment, settings: Mapping[str, str], *, crd_timeout: float
+    client: Client,
+    environment: Environment,
+    settings: Mapping[str, str],
+    *,
+    crd_timeout: float,
+    install_apiservices: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """The Prepare phase: system namespace, CRDs (Established), settings Secret, NFD's CPU-info rule."""
+    """The Prepare phase: system namespace, CRDs (Established), APIServices (when the worker serves the
+    aggregated API), settings Secret, NFD's CPU-info rule, the admission check."""
     namespace = environment.pod_namespace
     try:
         await client.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
@@ -55,6 +62,8 @@ async def prepare(
     except errors.AlreadyExists:
         log.info("Prepare: system namespace %s exists", namespace)
     await install_crds(client, timeout=crd_timeout)
+    if install_apiservices is not None:
+        await install_apiservices()
     await initialize_settings(client, namespace, settings)
     await install_node_feature_rule(client)
     await install_admission_check(client)

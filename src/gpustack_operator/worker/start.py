@@ -1,8 +1,10 @@
 """Start: the worker's long-lived parts, wired once and run under the main supervisor until a signal.
 
-The probe and metrics servers start first, so Kubernetes sees a live process while Prepare runs; then one
-task runs Prepare and, once it is done, the manager (informers everywhere, controllers while leading). The
-controllers are registered once, when the worker is wired, by controllers.setup (the only list of them).
+The probe and metrics servers start first, so Kubernetes sees a live process while Prepare runs, and the
+aggregated API's HTTPS server with them; then one task runs Prepare (which registers the APIServices),
+waits until kube-apiserver reports them Available, and runs the manager (informers everywhere,
+controllers while leading). The controllers are registered once, when the worker is wired, by
+controllers.setup (the only list of them).
 /readyz turns ready when Prepare is done and the informers have synced. The exit code is 0 after SIGTERM
 (the manager has let reconciles finish and released the lease by then) and 1 when a part failed.
 """
@@ -27,6 +29,7 @@ from gpustack_operator.kube.informer import InformerFactory
 from gpustack_operator.kube.lease import LeaderElector, LeaseConfig
 from gpustack_operator.runtime import Supervisor, run_until_signal
 from gpustack_operator.settings.environment import Environment
+from gpustack_operator.worker.aggregation import AggregatedAPI, AggregationOptions
 from gpustack_operator.worker.prepare import prepare
 
 __all__ = ["WorkerOptions", "run"]
@@ -52,6 +55,8 @@ class WorkerOptions:
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 8080)
     health_address: tuple[str, int] | None = ("127.0.0.1", 8081)
     crd_timeout: float = 120.0
+    aggregation: AggregationOptions | None = None
+    """The aggregated API server (the command line's default has one); None runs without it."""
 
 
 class _Worker:
@@ -84,6 +89,11 @@ class _Worker:
         self.controllers = setup_controllers(
             self.manager, client=client, environment=environment, throttle=FAN_IN_THROTTLE
         )
+        self.api = (
+            AggregatedAPI(client, options.aggregation, environment)
+            if options.aggregation is not None
+            else None
+        )
 
     async def setup(self, sup: Supervisor) -> None:
         opts = self.options
@@ -101,11 +111,23 @@ class _Worker:
             ):
                 if address is not None:
                     sup.spawn(f"{name} server", partial(health.serve, app, address, name=name))
+        if self.api is not None:
+            sup.spawn("aggregated API server", self.api.serve)
+            if self.options.aggregation is not None and self.options.aggregation.cert_dir is not None:
+                sup.spawn("serving certificate reloader", self.api.reload_certificates)
         sup.spawn("worker", self.prepare_then_start)
 
     async def prepare_then_start(self) -> None:
         log.info("Worker %s: Prepare in system namespace %s", self.identity, self.environment.pod_namespace)
-        await prepare(self.client, self.environment, self.settings, crd_timeout=self.options.crd_timeout)
+        await prepare(
+            self.client,
+            self.environment,
+            self.settings,
+            crd_timeout=self.options.crd_timeout,
+            install_apiservices=self.api.register if self.api is not None else None,
+        )
+        if self.api is not None:
+            await self.api.wait_available()
         self.prepared = True
         log.info(
             "Worker %s: starting the manager with controllers: %s",

@@ -25,7 +25,7 @@ from gpustack_operator.kube.client import FIELD_MANAGER, MERGE_PATCH
 from gpustack_operator.kube.resources import SECRETS, Resource
 from gpustack_operator.kube.store import object_key
 from gpustack_operator.settings.environment import Environment
-from tests.unit.runtime.helpers import eventually, yield_to_loop
+from tests.helpers import eventually, yield_to_loop
 
 from .fakes import FakeInformer, FakeInformers, FakeRecorder, running
 from .writes import RecordingClient, merge_patch

@@ -15,7 +15,7 @@ from gpustack_operator.controllers.reconciler import DONE, Result
 from gpustack_operator.controllers.spec import ControllerSpec, Index
 from gpustack_operator.controllers.watches import for_, mapped, reads
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, NAMESPACES, NODES
-from tests.unit.runtime.helpers import eventually, yield_to_loop
+from tests.helpers import eventually, yield_to_loop
 
 from .fakes import FakeInformers, ScriptedReconciler, obj, running
 

@@ -14,7 +14,7 @@ from gpustack_operator.controllers.spec import ControllerSpec
 from gpustack_operator.controllers.watches import for_, mapped, owns
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.runtime import Backoff, FakeClock, Supervisor
-from tests.unit.runtime.helpers import eventually, yield_to_loop
+from tests.helpers import eventually, yield_to_loop
 
 from .fakes import FakeElector, FakeInformers, FakeRecorder, ScriptedReconciler, obj, running
 

@@ -26,8 +26,8 @@ from gpustack_operator.nodefeature.labels import (
     construct_node_capacity_labels,
 )
 from gpustack_operator.settings.environment import Environment
+from tests.helpers import eventually, yield_to_loop
 from tests.unit.nodefeature.builders import cpu_labels, node, tesla_t4_group
-from tests.unit.runtime.helpers import eventually, yield_to_loop
 
 from .chain_world import SYSTEM, World, world
 from .fakes import FakeInformers, running

@@ -26,7 +26,9 @@ async def api_server(tmp_path: Path, handler: Handler, **runner_kw: float) -> As
     context, ca = serving_context(tmp_path)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app, shutdown_timeout=0.2, **runner_kw)
+    # A handler still running when its client hangs up is cancelled, as the kube-apiserver ends a watch
+    # whose client went away; otherwise it would outlive the test.
+    runner = web.AppRunner(app, shutdown_timeout=0.2, handler_cancellation=True, **runner_kw)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()

@@ -14,7 +14,7 @@ from gpustack_operator.kube import informer as informer_module
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.informer import Informer, InformerFactory
 from gpustack_operator.runtime import Backoff, Supervisor
-from tests.unit.runtime.helpers import eventually
+from tests.helpers import eventually
 
 from .fakes import (
     HANG,

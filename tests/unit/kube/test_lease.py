@@ -17,7 +17,7 @@ from gpustack_operator.kube import errors
 from gpustack_operator.kube.lease import LeaderElector, LeaseConfig
 from gpustack_operator.kube.resources import LEASES, Resource
 from gpustack_operator.runtime import FakeClock
-from tests.unit.runtime.helpers import eventually, yield_to_loop
+from tests.helpers import eventually, yield_to_loop
 
 JSONObj = dict[str, Any]
 

@@ -7,8 +7,7 @@ import asyncio
 import pytest
 
 from gpustack_operator.runtime.clock import FakeClock, MonotonicClock
-
-from .helpers import yield_to_loop
+from tests.helpers import yield_to_loop
 
 
 def test_fake_timers_fire_in_deadline_order_and_see_their_own_time() -> None:

@@ -10,8 +10,7 @@ import pytest
 from gpustack_operator.runtime.backoff import Backoff
 from gpustack_operator.runtime.clock import FakeClock
 from gpustack_operator.runtime.tasks import Restart, Supervisor, TaskExit
-
-from .helpers import eventually, yield_to_loop
+from tests.helpers import eventually, yield_to_loop
 
 NO_WAIT = Backoff(base=0, cap=0)
 

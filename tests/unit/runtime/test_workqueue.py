@@ -12,8 +12,7 @@ import pytest
 from gpustack_operator.runtime.backoff import Backoff
 from gpustack_operator.runtime.clock import FakeClock
 from gpustack_operator.runtime.workqueue import ShutDownError, WorkQueue
-
-from .helpers import eventually, yield_to_loop
+from tests.helpers import eventually, yield_to_loop
 
 
 async def drain_ready(queue: WorkQueue[str]) -> list[str]:

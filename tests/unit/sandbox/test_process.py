@@ -4,35 +4,30 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from pathlib import Path
 
 from gpustack_operator.sandbox import process
+from tests.helpers import eventually
 
 
-def _child_pid(parent: int) -> int:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+async def _child_pid(parent: int) -> int:
+    def first_child() -> int | None:
         children = Path(f"/proc/{parent}/task/{parent}/children")
         text = children.read_text().split() if children.exists() else []
-        if text:
-            return int(text[0])
-        time.sleep(0.05)
-    raise AssertionError(f"pid {parent} started no child")
+        return int(text[0]) if text else None
+
+    return await eventually(first_child, timeout=10, what=f"a child of pid {parent}")
 
 
-def test_stop_ends_the_component_and_the_children_it_spawned(tmp_path: Path) -> None:
+async def test_stop_ends_the_component_and_the_children_it_spawned(tmp_path: Path) -> None:
     started = process.spawn("shell", ["sh", "-c", "sleep 60 & wait"], tmp_path)
-    child = _child_pid(started.pid)
+    child = await _child_pid(started.pid)
     assert process.alive(started.pid, started.started_at)
     killed = process.stop(started.pid, grace=5.0, started_at=started.started_at)
     assert not killed, "SIGTERM to the process group was enough"
     assert not process.alive(started.pid)
     # The signal reached the whole group; the child's exit is only a scheduling delay away.
-    deadline = time.monotonic() + 10
-    while process.alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not process.alive(child), "the component's child outlived it"
+    await eventually(lambda: not process.alive(child), timeout=10, what="the component's child ends with it")
 
 
 def test_a_reused_pid_is_neither_reported_alive_nor_signalled(tmp_path: Path) -> None:

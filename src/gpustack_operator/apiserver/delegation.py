@@ -1,0 +1,45 @@
+"""What authentication and authorization ask of kube-apiserver: the trust ConfigMap and the reviews.
+
+`kube-system/extension-apiserver-authentication` names the front proxy's CA, its allowed CNs and header
+names (kube-apiserver keeps it current); TokenReview and SubjectAccessReview are posted with the worker's
+own credentials, which need the `system:auth-delegator` ClusterRole and the
+`extension-apiserver-authentication-reader` Role in kube-system (guide §4.2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack_operator.apiserver.authn import RequestHeaderConfig, TokenReviewer, User, user_from_token_review
+from gpustack_operator.apiserver.authz import Reviewer
+from gpustack_operator.kube import resources
+from gpustack_operator.kube.client import Client
+
+__all__ = ["AUTH_CONFIGMAP", "access_reviewer", "load_request_header_config", "token_reviewer"]
+
+JSONObj = dict[str, Any]
+AUTH_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+
+async def load_request_header_config(client: Client) -> RequestHeaderConfig:
+    """The parsed trust ConfigMap (an empty config, trusting no front proxy, when it is absent)."""
+    namespace, name = AUTH_CONFIGMAP
+    cm = await client.get_or_none(resources.CONFIGMAPS, name, namespace)
+    return RequestHeaderConfig.from_configmap_data((cm or {}).get("data") or {})
+
+
+def token_reviewer(client: Client) -> TokenReviewer:
+    async def review(token: str) -> User | None:
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        return user_from_token_review(await client.request("POST", TOKEN_REVIEWS, body=body, retries=1))
+
+    return review
+
+
+def access_reviewer(client: Client) -> Reviewer:
+    async def review(body: JSONObj) -> JSONObj:
+        return await client.request("POST", ACCESS_REVIEWS, body=body, retries=1)
+
+    return review

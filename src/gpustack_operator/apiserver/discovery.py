@@ -1,0 +1,71 @@
+"""Discovery documents for the group versions we serve (guide §1.1).
+
+`GET /apis/<group>/<version>` answers an APIResourceList: the aggregator's availability probe (no Accept
+header, 5 s budget) and its legacy discovery read it, so it is computed from static descriptions only,
+never from informers or the API server. We publish exactly the resources and verbs we implement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ServedResource", "resource_list"]
+
+JSONObj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ServedResource:
+    """One resource of a served group version, as discovery describes it."""
+
+    group: str
+    version: str
+    plural: str
+    singular: str
+    kind: str
+    namespaced: bool
+    verbs: tuple[str, ...]
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(name, verbs) of each subresource, e.g. ("status", ("get", "patch", "update"))."""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    def entries(self) -> list[JSONObj]:
+        main: JSONObj = {
+            "name": self.plural,
+            "singularName": self.singular,
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": sorted(self.verbs),
+        }
+        if self.short_names:
+            main["shortNames"] = list(self.short_names)
+        if self.categories:
+            main["categories"] = list(self.categories)
+        subs = [
+            {
+                "name": f"{self.plural}/{name}",
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "kind": self.kind,
+                "verbs": sorted(verbs),
+            }
+            for name, verbs in self.subresources
+        ]
+        return [main, *subs]
+
+
+def resource_list(group_version: str, resources: Sequence[ServedResource]) -> JSONObj:
+    """The APIResourceList of one group version."""
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": [e for r in resources if r.api_version == group_version for e in r.entries()],
+    }

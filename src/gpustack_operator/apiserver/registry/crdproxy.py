@@ -1,0 +1,263 @@
+"""A served version as a proxy over the CRD's stored version (guide §6; contract §3.1 `WithCurdProxy`).
+
+Every verb goes to the CRD through the worker's own client (kube.Client) with the client's query
+parameters (selectors, limit/continue, resourceVersion(Match), watch, bookmarks, sendInitialEvents,
+dryRun, fieldManager, fieldValidation, force), and `apiVersion` is rewritten by conversion/ both ways.
+resourceVersions, continue tokens and the CRD's 410s pass through untouched: v1 and v1alpha1 share etcd's
+revisions. The CRD's Status errors come back with their code, reason and message. Status-subresource rules
+(create drops status, /status writes only status) are the CRD's own, since /status goes to /status.
+Watches are streamed event by event, never buffered; a client that goes away cancels the upstream watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from gpustack_operator.apiserver.discovery import ServedResource
+from gpustack_operator.apiserver.negotiation import negotiate
+from gpustack_operator.apiserver.registry.representation import render_event, render_list, render_object
+from gpustack_operator.apiserver.requestinfo import is_watch
+from gpustack_operator.apiserver.status import (
+    bad_request,
+    method_not_allowed,
+    unsupported_media_type,
+)
+from gpustack_operator.apiserver.table import Column
+from gpustack_operator.conversion.apiversion import VersionPair
+from gpustack_operator.kube.client import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, Client
+from gpustack_operator.kube.errors import KubeError
+from gpustack_operator.kube.resources import Resource
+
+__all__ = ["CRDProxy"]
+
+log = logging.getLogger(__name__)
+
+JSONObj = dict[str, Any]
+PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH)
+WATCH_SLACK = 60.0
+"""Seconds of upstream silence tolerated beyond the watch's own timeout before it counts as dead."""
+DEFAULT_WATCH_SECONDS = 3600.0
+"""The longest kube-apiserver keeps a watch open when the client names no timeout (30-60 min)."""
+_OURS = frozenset({"includeObject"})
+
+
+class CRDProxy:
+    """Handlers for one served resource over its CRD; `add_routes` mounts them."""
+
+    def __init__(
+        self,
+        client: Client,
+        served: ServedResource,
+        stored: Resource,
+        versions: VersionPair,
+        columns: Sequence[Column],
+    ) -> None:
+        self.client = client
+        self.served = served
+        self.stored = stored
+        self.versions = versions
+        self.columns = columns
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        base = f"/apis/{self.served.group}/{self.served.version}/{self.served.plural}"
+        router.add_route("*", base, self.collection)
+        router.add_route("*", base + "/{name}", self.item)
+        if any(name == "status" for name, _ in self.served.subresources):
+            router.add_route("*", base + "/{name}/status", self.status)
+
+    # ---- routes ------------------------------------------------------------------------------------------
+    async def collection(self, request: web.Request) -> web.StreamResponse:
+        if request.method in ("GET", "HEAD"):
+            if is_watch(request.query):
+                return await self._watch(request)
+            return await self._list(request)
+        if request.method == "POST":
+            return await self._create(request)
+        if request.method == "DELETE":
+            return await self._write(request, "DELETE", None, await self._optional_body(request))
+        raise method_not_allowed(_verb(request.method), self.served.kind)
+
+    async def item(self, request: web.Request) -> web.StreamResponse:
+        return await self._item(request, None)
+
+    async def status(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "DELETE":
+            raise method_not_allowed("delete", self.served.kind)
+        return await self._item(request, "status")
+
+    async def _item(self, request: web.Request, sub: str | None) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if request.method in ("GET", "HEAD"):
+            return await self._get(request, name, sub)
+        if request.method == "PUT":
+            body = await self._object_body(request)
+            return await self._write(request, "PUT", name, self.versions.to_stored(body), sub)
+        if request.method == "PATCH":
+            content_type, patch = await self._patch_body(request)
+            return await self._write(request, "PATCH", name, patch, sub, content_type)
+        if request.method == "DELETE":
+            return await self._write(request, "DELETE", name, await self._optional_body(request))
+        raise method_not_allowed(_verb(request.method), self.served.kind)
+
+    # ---- reads -------------------------------------------------------------------------------------------
+    async def _get(self, request: web.Request, name: str, sub: str | None) -> web.Response:
+        rep = negotiate(request.headers.get("Accept", ""), is_list=False)
+        obj = await self.client.request(
+            "GET", self.stored.path(name, None, sub), params=_forwarded(request), retries=0
+        )
+        body = render_object(rep, self.versions.to_served(obj), self.columns, _include(request))
+        return web.json_response(body)
+
+    async def _list(self, request: web.Request) -> web.Response:
+        rep = negotiate(request.headers.get("Accept", ""), is_list=True)
+        doc = await self.client.request("GET", self.stored.path(), params=_forwarded(request), retries=0)
+        body = render_list(rep, self.versions.to_served(doc), self.columns, _include(request))
+        return web.json_response(body)
+
+    async def _watch(self, request: web.Request) -> web.StreamResponse:
+        rep = negotiate(request.headers.get("Accept", ""), is_list=False)
+        include = _include(request)
+        params = _forwarded(request)
+        seconds = _seconds(params.get("timeoutSeconds"))
+        async with self.client.stream(
+            self.stored.path(), params=params, read_timeout=seconds + WATCH_SLACK
+        ) as lines:
+            resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            first = True
+            try:
+                async for line in lines:
+                    event = self.versions.event_to_served(json.loads(line))
+                    out = render_event(rep, event, self.columns, include, headers=first)
+                    first = False
+                    await resp.write(json.dumps(out, separators=(",", ":")).encode() + b"\n")
+            except (KubeError, ValueError) as e:  # the headers are out: end the stream; clients re-watch
+                log.info("Watch of %s upstream ended: %s", self.served.plural, e)
+            except (ConnectionResetError, asyncio.CancelledError):
+                log.debug("Watch of %s ended by the client", self.served.plural)
+                raise
+        return resp
+
+    # ---- writes ------------------------------------------------------------------------------------------
+    async def _create(self, request: web.Request) -> web.Response:
+        body = await self._object_body(request)
+        created = await self.client.request(
+            "POST",
+            self.stored.path(),
+            body=self.versions.to_stored(body),
+            params=_forwarded(request),
+            retries=0,
+        )
+        return web.json_response(self.versions.to_served(created), status=201)
+
+    async def _write(
+        self,
+        request: web.Request,
+        method: str,
+        name: str | None,
+        body: Any,
+        sub: str | None = None,
+        content_type: str = "application/json",
+    ) -> web.Response:
+        path = self.stored.path(name, None, sub) if name else self.stored.path()
+        answer = await self.client.request(
+            method, path, body=body, params=_forwarded(request), content_type=content_type, retries=0
+        )
+        return web.json_response(self.versions.to_served(answer))
+
+    # ---- bodies ------------------------------------------------------------------------------------------
+    async def _object_body(self, request: web.Request) -> JSONObj:
+        doc = _json(await request.read())
+        if not isinstance(doc, dict):
+            raise bad_request("the body of the request must be a JSON object")
+        api_version = doc.get("apiVersion")
+        if api_version != self.versions.served_api_version:
+            raise bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({self.versions.served_api_version})"
+            )
+        return doc
+
+    async def _optional_body(self, request: web.Request) -> JSONObj | None:
+        raw = await request.read()
+        if not raw.strip():
+            return None
+        doc = _json(raw)
+        if not isinstance(doc, dict):
+            raise bad_request("the body of the request must be a DeleteOptions object")
+        return doc
+
+    async def _patch_body(self, request: web.Request) -> tuple[str, Any]:
+        content_type = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        if content_type not in PATCH_TYPES:
+            raise unsupported_media_type(PATCH_TYPES)
+        raw = await request.read()
+        if content_type == APPLY_PATCH:
+            try:
+                doc = yaml.safe_load(raw)
+            except yaml.YAMLError as e:
+                raise bad_request(f"error decoding YAML: {e}") from None
+            if not isinstance(doc, dict):
+                raise bad_request("an apply patch must be an object")
+            if doc.get("apiVersion") != self.versions.served_api_version:
+                raise bad_request(
+                    "Incorrect version specified in apply patch. Specified patch version: "
+                    f"{doc.get('apiVersion')}, expected: {self.versions.served_api_version}"
+                )
+            return content_type, self.versions.to_stored(doc)
+        doc = _json(raw)
+        if content_type == MERGE_PATCH:
+            if not isinstance(doc, dict):
+                raise bad_request("a merge patch must be a JSON object")
+            return content_type, self.versions.to_stored(doc)
+        if not isinstance(doc, list):
+            raise bad_request("a JSON patch must be a JSON array of operations")
+        return content_type, doc
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise bad_request(f"error decoding the request body as JSON: {e}") from None
+
+
+def _forwarded(request: web.Request) -> dict[str, str]:
+    """The client's query parameters for the CRD (the first value of each), without our own.
+
+    A resourceVersion that is not a number is refused here: the CRD's storage answers it with a 500.
+    """
+    out: dict[str, str] = {}
+    for key, value in request.query.items():
+        if key not in _OURS:
+            out.setdefault(key, value)
+    version = out.get("resourceVersion", "")
+    if version and not (version.isascii() and version.isdigit()):
+        raise bad_request(f'invalid resourceVersion "{version}": must be a decimal number')
+    return out
+
+
+def _seconds(text: str | None) -> float:
+    """The watch's own timeout (the API server validates the parameter; a bad one never gets this far)."""
+    try:
+        return max(float(text or DEFAULT_WATCH_SECONDS), 0.0)
+    except ValueError:
+        return DEFAULT_WATCH_SECONDS
+
+
+def _include(request: web.Request) -> str:
+    return request.query.get("includeObject", "")
+
+
+def _verb(method: str) -> str:
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+        method, method.lower()
+    )

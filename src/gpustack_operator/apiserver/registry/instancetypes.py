@@ -1,0 +1,94 @@
+"""`instancetypes.worker.gpustack.ai/v1`: the v1alpha1 CRD served as v1, with the contract's columns.
+
+Columns (contract §3.1, Era B): Name, Entrance, Accel.(Exclusive), Accel.(Shared), Accel.(Sliced), CPU
+(each `<onceMaxRequest>/<remaining>` of that capacity view) and Phase; Age follows with priority 1, so
+only `-o wide` shows it, as in the Go original. A view the status lacks prints `<none>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpustack_operator.api.keys import CATEGORY, KIND_INSTANCE_TYPE, PLURAL_INSTANCE_TYPES, V1, WORKER_GROUP
+from gpustack_operator.api.schema.instancetype import INSTANCE_TYPE
+from gpustack_operator.apiserver.discovery import ServedResource
+from gpustack_operator.apiserver.registry.crdproxy import CRDProxy
+from gpustack_operator.apiserver.table import Column, age
+from gpustack_operator.conversion.apiversion import INSTANCE_TYPES as VERSIONS
+from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.resources import INSTANCE_TYPES as STORED
+
+__all__ = ["COLUMNS", "SCHEMA", "SERVED", "proxy"]
+
+JSONObj = dict[str, Any]
+NONE = "<none>"
+
+SERVED = ServedResource(
+    group=WORKER_GROUP,
+    version=V1,
+    plural=PLURAL_INSTANCE_TYPES,
+    singular="instancetype",
+    kind=KIND_INSTANCE_TYPE,
+    namespaced=False,
+    verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"),
+    short_names=("instype",),
+    categories=(CATEGORY,),
+    subresources=(("status", ("get", "patch", "update")),),
+)
+
+SCHEMA = INSTANCE_TYPE.openapi_schema()
+"""v1 is the v1alpha1 struct (a cast), so its OpenAPI schema is the CRD's, from the same source."""
+
+
+def _status(obj: JSONObj) -> JSONObj:
+    status = obj.get("status")
+    return status if isinstance(status, dict) else {}
+
+
+def _pair(view: str) -> Callable[[JSONObj], str]:
+    def cell(obj: JSONObj) -> str:
+        resource = _status(obj).get(view)
+        if not isinstance(resource, dict) or not resource:
+            return NONE
+        return f"{resource.get('onceMaxRequest', NONE)}/{resource.get('remaining', NONE)}"
+
+    return cell
+
+
+def _field(name: str) -> Callable[[JSONObj], str]:
+    return lambda obj: str(_status(obj).get(name) or NONE)
+
+
+COLUMNS = (
+    Column(
+        "Name",
+        lambda obj: str((obj.get("metadata") or {}).get("name", "")),
+        format="name",
+        description="Name must be unique within a namespace.",
+    ),
+    Column("Entrance", _field("entrance"), description="The LocalQueue that workloads of this type join."),
+    Column(
+        "Accel.(Exclusive)",
+        _pair("accelerator"),
+        description="Whole cards: the most one workload can take / remaining.",
+    ),
+    Column("Accel.(Shared)", _pair("acceleratorShared"), description="Card shares: once-max / remaining."),
+    Column(
+        "Accel.(Sliced)", _pair("acceleratorSliced"), description="VRAM-percent units: once-max / remaining."
+    ),
+    Column("CPU", _pair("cpu"), description="CPU units: once-max / remaining."),
+    Column("Phase", _field("phase"), description="Active, Activating, Inactive or Draining."),
+    Column(
+        "Age",
+        age,
+        type="date",
+        description="CreationTimestamp is the server time when this object was created.",
+        priority=1,
+    ),
+)
+
+
+def proxy(client: Client) -> CRDProxy:
+    """The v1 handlers over the v1alpha1 CRD."""
+    return CRDProxy(client, SERVED, STORED, VERSIONS, COLUMNS)

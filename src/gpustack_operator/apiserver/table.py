@@ -1,0 +1,125 @@
+"""`meta.k8s.io/v1` Table output: the columns kubectl prints, computed here as kube's convertors do.
+
+kubectl prints cells verbatim, so ages are rendered here (`duration.HumanDuration`'s steps), and a
+column with priority > 0 only shows with `-o wide` (the Go original puts Age there). `rows[].object`
+follows `includeObject` (Metadata by default, Object for `--sort-by`, None); the list's resourceVersion
+and continue token are copied, because `kubectl get -w` and paging read them from the Table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpustack_operator.apiserver.status import bad_request
+
+__all__ = ["Column", "human_duration", "partial_metadata", "table"]
+
+JSONObj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its definition and how an object's cell is computed."""
+
+    name: str
+    cell: Callable[[JSONObj], Any]
+    type: str = "string"
+    format: str = ""
+    description: str = ""
+    priority: int = 0
+
+    def definition(self) -> JSONObj:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "format": self.format,
+            "description": self.description,
+            "priority": self.priority,
+        }
+
+
+def human_duration(seconds: float) -> str:
+    """kube's HumanDuration: 45s, 5m3s, 42m, 5h4m, 30h, 3d4h, 120d, 3y20d, 9y."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 0:
+        return "0s"
+    if s < 120:
+        return f"{s}s"
+    minutes, hours, days = s // 60, s // 3600, s // 86400
+    if minutes < 10:
+        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if hours < 24 * 365 * 2:
+        return f"{days}d"
+    years = days // 365
+    if hours < 24 * 365 * 8:
+        return f"{years}y{days % 365}d" if days % 365 else f"{years}y"
+    return f"{years}y"
+
+
+def age(obj: JSONObj, now: dt.datetime | None = None) -> str:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not stamp:
+        return "<unknown>"
+    created = dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    return human_duration(((now or dt.datetime.now(dt.UTC)) - created).total_seconds())
+
+
+def partial_metadata(obj: JSONObj) -> JSONObj:
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata") or {},
+    }
+
+
+def _row_object(obj: JSONObj, include: str) -> JSONObj | None:
+    if include in ("", "Metadata"):
+        return partial_metadata(obj)
+    if include == "Object":
+        return obj
+    if include == "None":
+        return None
+    raise bad_request(f"unrecognized includeObject value: {include!r}")
+
+
+def table(
+    columns: Sequence[Column],
+    objects: Sequence[JSONObj],
+    *,
+    list_meta: JSONObj | None = None,
+    include_object: str = "",
+    headers: bool = True,
+) -> JSONObj:
+    """A Table of `objects`; `headers=False` leaves the column definitions out (later watch events)."""
+    rows = []
+    for obj in objects:
+        row: JSONObj = {"cells": [c.cell(obj) for c in columns]}
+        embedded = _row_object(obj, include_object)
+        if embedded is not None:
+            row["object"] = embedded
+        rows.append(row)
+    meta = {
+        k: v
+        for k, v in (list_meta or {}).items()
+        if k in ("resourceVersion", "continue", "remainingItemCount")
+    }
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "columnDefinitions": [c.definition() for c in columns] if headers else [],
+        "rows": rows,
+    }

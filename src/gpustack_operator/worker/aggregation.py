@@ -1,0 +1,151 @@
+"""The worker's aggregated API: serve it, register its APIServices, wait until kube-apiserver routes to it.
+
+Serving starts with Start (the trust ConfigMap is read first, since the TLS context must trust the front
+proxy's CA); Prepare registers the routing Service (outside a cluster) and the APIServices once we listen,
+so the aggregator's first probe finds us; the controllers start only after every APIService reports
+Available (contract §3 startup order), or Prepare fails after `available_timeout` and the pod restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpustack_operator.api.conditions import status_conditions
+from gpustack_operator.apiserver import delegation, registration, serving
+from gpustack_operator.apiserver.app import build_app
+from gpustack_operator.apiserver.authn import Authenticator
+from gpustack_operator.apiserver.authz import Authorizer
+from gpustack_operator.apiserver.discovery import ServedResource
+from gpustack_operator.apiserver.openapi import OpenAPI
+from gpustack_operator.apiserver.registry import instancetypeflavors, instancetypes
+from gpustack_operator.certs import pki
+from gpustack_operator.kube import resources
+from gpustack_operator.kube.client import Client
+from gpustack_operator.settings.environment import Environment
+from gpustack_operator.worker.prepare import PrepareError
+
+__all__ = ["AggregatedAPI", "AggregationOptions"]
+
+log = logging.getLogger(__name__)
+
+SERVED: Sequence[ServedResource] = (instancetypes.SERVED, instancetypeflavors.SERVED)
+SCHEMAS = {
+    instancetypes.SERVED.kind: instancetypes.SCHEMA,
+    instancetypeflavors.SERVED.kind: instancetypeflavors.SCHEMA,
+}
+"""Every resource the aggregated API serves; their group versions get APIServices."""
+
+
+@dataclass(frozen=True)
+class AggregationOptions:
+    """`--secure-port` (0: no aggregated API), `--bind-address`, `--cert-dir`."""
+
+    secure_port: int = 31443
+    bind_address: str = "127.0.0.1"
+    cert_dir: Path | None = None
+    available_timeout: float = 120.0
+    in_cluster: bool = True
+    """In a Pod the chart's Service routes to us; outside, Prepare makes an ExternalName Service."""
+
+
+class AggregatedAPI:
+    """One worker's aggregated API server and its registration."""
+
+    def __init__(self, client: Client, options: AggregationOptions, environment: Environment) -> None:
+        self.client = client
+        self.options = options
+        self.namespace = environment.pod_namespace
+        self.service = environment.service_name
+        hosts = pki.service_hosts(self.service, self.namespace)
+        self.certs = serving.load_or_create(options.cert_dir, hosts)
+        self.listening = asyncio.Event()
+        self.ctx: ssl.SSLContext | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return sorted({f"{r.version}.{r.group}" for r in SERVED})
+
+    async def serve(self) -> None:
+        """Read the trust ConfigMap, then serve until cancelled."""
+        config = await delegation.load_request_header_config(self.client)
+        if not config.requestheader_ca_pem:
+            log.warning(
+                "No requestheader CA in %s/%s: no front proxy can reach us", *delegation.AUTH_CONFIGMAP
+            )
+        ctx = serving.ssl_context(self.certs, config.requestheader_ca_pem + "\n" + config.client_ca_pem)
+        self.ctx = ctx
+        app = build_app(
+            Authenticator(config, delegation.token_reviewer(self.client)),
+            Authorizer(delegation.access_reviewer(self.client)),
+            SERVED,
+            [instancetypes.proxy(self.client), instancetypeflavors.FlavorList(self.client, self.namespace)],
+            OpenAPI.for_resources(SERVED, SCHEMAS),
+        )
+        address = (self.options.bind_address, self.options.secure_port)
+        await serving.serve(app, address, ctx, started=self.listening)
+
+    async def reload_certificates(self) -> None:
+        """With `--cert-dir`: once serving, reload the serving certificate whenever its files change."""
+        await self.listening.wait()
+        if self.options.cert_dir is None or self.ctx is None:
+            return
+        await serving.CertificateReloader(self.ctx, self.options.cert_dir).run()
+
+    async def register(self) -> None:
+        """The Prepare step: the routing Service (outside a cluster) and our APIServices."""
+        await self.listening.wait()
+        port = self.options.secure_port
+        if not self.options.in_cluster:
+            svc = registration.external_name_service(self.namespace, self.service)
+            await self.client.apply(resources.SERVICES, svc)
+        else:
+            port = await self._service_port()
+        for group_version in sorted({(r.group, r.version) for r in SERVED}):
+            body = registration.apiservice(
+                *group_version, self.namespace, self.service, port, self.certs.ca_pem
+            )
+            await self.client.apply(resources.APISERVICES, body)
+            log.info(
+                "Prepare: applied APIService %s -> %s/%s:%s",
+                body["metadata"]["name"],
+                self.namespace,
+                self.service,
+                port,
+            )
+
+    async def _service_port(self) -> int:
+        svc = await self.client.get_or_none(resources.SERVICES, self.service, self.namespace)
+        ports = ((svc or {}).get("spec") or {}).get("ports") or []
+        return int(ports[0].get("port", 443)) if ports else 443
+
+    async def wait_available(self) -> None:
+        """Return once every APIService is Available; PrepareError after `available_timeout`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.available_timeout
+        pending = self.names
+        while pending:
+            waiting = []
+            for name in pending:
+                obj = await self.client.get_or_none(resources.APISERVICES, name)
+                available = next(
+                    (c for c in status_conditions(obj or {}) if c.get("type") == "Available"), None
+                )
+                if available is None:
+                    waiting.append((name, "no status yet"))
+                elif available.get("status") != "True":
+                    waiting.append((name, str(available.get("message") or available.get("reason"))))
+            pending = [name for name, _ in waiting]
+            if not pending:
+                break
+            if loop.time() > deadline:
+                detail = "; ".join(f"{n}: {m}" for n, m in waiting)
+                raise PrepareError(
+                    f"APIServices not Available after {self.options.available_timeout:.0f}s: {detail}"
+                )
+            await asyncio.sleep(0.5)
+        log.info("APIServices Available: %s", ", ".join(self.names))
