@@ -52,6 +52,7 @@ from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.informer import Informer
 from gpustack_operator.nodefeature.credits import CREDITS_PER_CARD
 from gpustack_operator.runtime import Supervisor
+from gpustack_operator.sandbox import kueue
 from gpustack_operator.worker.prepare import install_admission_check
 
 JSONObj = dict[str, Any]
@@ -260,11 +261,13 @@ async def check_controllers(kubeconfig: Path) -> None:
         await worker.close()
 
 
-async def run(jobs: int, kueue_qps: float) -> None:
-    kueue_client = (kueue_qps, int(2 * kueue_qps))
-    print(f"Kueue's client: {kueue_client[0]:g} requests/s, burst {kueue_client[1]}")
+async def run(jobs: int, tuning: kueue.Tuning) -> None:
+    print(
+        f"Kueue: client {tuning.qps:g} requests/s, burst {tuning.burst}, "
+        f"{tuning.workload_workers} Workload workers"
+    )
     async with (
-        control_only_sandbox("ba-", kueue_client=kueue_client) as box,
+        control_only_sandbox("ba-", kueue_tuning=tuning) as box,
         await connect(box.kubeconfig) as kube,
     ):
         nodes = pool_nodes((jobs + 7) // 8)
@@ -307,8 +310,14 @@ if __name__ == "__main__":
     parser.add_argument(
         "--kueue-qps",
         type=float,
-        default=50.0,
+        default=kueue.Tuning.qps,
         help="Kueue's client requests/s (burst twice that); default as Kueue's release manifests",
+    )
+    parser.add_argument(
+        "--kueue-workload-workers",
+        type=int,
+        default=kueue.Tuning.workload_workers,
+        help="Kueue's Workload reconcile workers; default as Kueue's release manifests",
     )
     parser.add_argument("--check-controllers", type=Path, metavar="KUBECONFIG", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -316,6 +325,7 @@ if __name__ == "__main__":
         if args.check_controllers:
             asyncio.run(check_controllers(args.check_controllers))
         else:
-            asyncio.run(run(args.jobs, args.kueue_qps))
+            tuning = kueue.Tuning(args.kueue_qps, int(2 * args.kueue_qps), args.kueue_workload_workers)
+            asyncio.run(run(args.jobs, tuning))
     except errors.KubeError as e:
         raise SystemExit(f"bench_admission: {e}") from e

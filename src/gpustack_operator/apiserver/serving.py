@@ -81,6 +81,10 @@ def ssl_context(certs: ServingCerts, trusted_client_cas_pem: str) -> ssl.SSLCont
     return ctx
 
 
+SHUTDOWN_GRACE = 2.0
+"""Seconds in-flight requests get to finish when the server stops."""
+
+
 async def serve(
     app: web.Application,
     address: tuple[str, int],
@@ -89,7 +93,16 @@ async def serve(
     started: asyncio.Event | None = None,
 ) -> None:
     """Serve `app` over TLS on `address` until cancelled (run it as a supervised task)."""
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True)
+    # Watches proxied for kube-apiserver stay open for minutes; on shutdown they are cut after
+    # SHUTDOWN_GRACE (kube-apiserver re-establishes them) instead of aiohttp's 60 s wait, which outlasted
+    # the worker's own 30 s stop budget and made a SIGTERM'd worker exit 1.
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        access_log=None,
+        handler_cancellation=True,
+        shutdown_timeout=SHUTDOWN_GRACE,
+    )
     await runner.setup()
     try:
         await web.TCPSite(runner, address[0], address[1], ssl_context=ctx).start()

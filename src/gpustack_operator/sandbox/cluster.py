@@ -105,11 +105,11 @@ class Sandbox:
         inventory_file: Path = inventory.DEFAULT_INVENTORY,
         bin_dir: Path | None = None,
         progress: Callable[[str], None] = print,
-        kueue_client: tuple[float, int] = kueue.CLIENT_CONNECTION,
+        kueue_tuning: kueue.Tuning = kueue.RELEASE_TUNING,
     ) -> None:
-        """`kueue_client`: Kueue's (qps, burst) to kube-apiserver; its release manifests' by default."""
+        """`kueue_tuning`: Kueue's client rate and workers (its release manifests' by default)."""
         self.run_dir = run_dir.resolve()
-        self.kueue_client = kueue_client
+        self.kueue_tuning = kueue_tuning
         self.inventory_file = inventory_file
         self.bin_dir = bin_dir
         self.progress = progress
@@ -261,7 +261,7 @@ class Sandbox:
                         ports.kueue_webhook,
                         ports.kueue_health,
                         self.run_dir / "kueue-certs",
-                        client=self.kueue_client,
+                        tuning=self.kueue_tuning,
                     )
                 )
             )

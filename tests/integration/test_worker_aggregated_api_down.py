@@ -1,4 +1,8 @@
-"""Checklist row 27: with the worker gone, v1 is ServiceUnavailable and the CRD's v1alpha1 still works."""
+"""Checklist row 27: with the worker gone, v1 is ServiceUnavailable and the CRD's v1alpha1 still works.
+
+Named `test_worker_*` to run with the other tests that start a real worker, after the chain tests: a
+worker derives the inventory's pools (flavors, queues, types), and those outlive it.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from gpustack_operator.kube.resources import INSTANCE_TYPES
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
 from tests.helpers import eventually
-from tests.integration.test_aggregated_api import APISERVICE, Kubectl
+from tests.integration.test_worker_aggregated_api import APISERVICE, Kubectl
 from tests.integration.worker_support import ready, worker_pool
 
 

@@ -3,6 +3,9 @@
 One real `gpustack-operator worker` serves the aggregated API on 127.0.0.1; Prepare registers the
 APIService behind an ExternalName Service, and its controllers start once kube-apiserver reports it
 Available. Each test is a row of the aggregated-API guide's §7 checklist (row number in the test name).
+
+Named `test_worker_*` to run with the other tests that start a real worker, after the chain tests: a
+worker derives the inventory's pools (flavors, queues, types), and those outlive it.
 """
 
 from __future__ import annotations
