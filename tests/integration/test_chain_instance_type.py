@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from functools import partial
 from typing import Any
 
@@ -87,6 +87,12 @@ async def kueue_accepts(kube: Client, name: str) -> JSONObj | None:
     return queue if queue and conditions(queue).get("Active") == "True" else None
 
 
+async def with_groups(queue: Awaitable[JSONObj | None]) -> JSONObj | None:
+    """The queue once it rations something (its resourceGroups written)."""
+    found_queue = await queue
+    return found_queue if found_queue and found_queue["spec"].get("resourceGroups") else None
+
+
 async def phase(kube: Client, name: str) -> str | None:
     it = await found(kube, INSTANCE_TYPES, name)
     return ((it or {}).get("status") or {}).get("phase")
@@ -127,8 +133,10 @@ async def test_an_accelerated_type_gets_a_queue_kueue_accepts_with_credit_quota_
         (ADMISSION_CHECKS, NODE_DEVICES_ADMISSION_CHECK),
     )
     async with cleaned_up(kube, *made):
+        # The queue may first be written before the flavor reaches the controller's cache (no groups yet;
+        # Kueue accepts an empty queue too), and gets its group once the flavor's coalesced event arrives.
         queue = await eventually(
-            lambda: kueue_accepts(kube, A10), timeout=60, what="Kueue accepts the A10 queue"
+            lambda: with_groups(kueue_accepts(kube, A10)), timeout=60, what="Kueue accepts the A10 queue"
         )
         assert queue["metadata"]["labels"] == {
             ACC: "true",
