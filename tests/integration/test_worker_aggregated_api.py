@@ -98,6 +98,23 @@ def kubectl(sandbox: Sandbox) -> Kubectl:
     return Kubectl(sandbox)
 
 
+def cpu_type(name: str, api_version: str = "worker.gpustack.ai/v1") -> dict[str, Any]:
+    """A CPU-only InstanceType manifest (10Gi local storage) in the given version."""
+    return {
+        "apiVersion": api_version,
+        "kind": "InstanceType",
+        "metadata": {"name": name},
+        "spec": {
+            "acceleratable": False,
+            "generalGroup": "generic",
+            "os": "linux",
+            "arch": "amd64",
+            "unitResources": {"cpu": "1", "ram": "2Gi"},
+            "localStorage": "10Gi",
+        },
+    }
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def instance_type(kube: Client, served: Served) -> AsyncIterator[str]:
     """A CPU-only InstanceType created through the CRD (v1alpha1), settled by the worker's controllers."""
@@ -239,21 +256,7 @@ async def test_row19_patch_types_strategic_is_415(kubectl: Kubectl, kube: Client
 
 async def test_row15_21_create_in_v1_delete_and_wait(kubectl: Kubectl, kube: Client, served: Served) -> None:
     name = f"agg-new-{uuid.uuid4().hex[:6]}"
-    manifest = json.dumps(
-        {
-            "apiVersion": "worker.gpustack.ai/v1",
-            "kind": "InstanceType",
-            "metadata": {"name": name},
-            "spec": {
-                "acceleratable": False,
-                "generalGroup": "generic",
-                "os": "linux",
-                "arch": "amd64",
-                "unitResources": {"cpu": "1", "ram": "2Gi"},
-                "localStorage": "10Gi",
-            },
-        }
-    )
+    manifest = json.dumps(cpu_type(name))
     await kubectl.ok("create", "-f", "-", "--dry-run=server", stdin=manifest)
     assert await kube.get_or_none(INSTANCE_TYPES, name) is None
     await kubectl.ok("create", "-f", "-", stdin=manifest)
@@ -412,20 +415,8 @@ async def test_row15_unknown_field_is_refused_by_strict_validation(kubectl: Kube
 
 async def test_row16_17_client_and_server_side_apply(kubectl: Kubectl, kube: Client, served: Served) -> None:
     name = f"agg-apply-{uuid.uuid4().hex[:6]}"
-    doc = {
-        "apiVersion": "worker.gpustack.ai/v1",
-        "kind": "InstanceType",
-        "metadata": {"name": name},
-        "spec": {
-            "acceleratable": False,
-            "generalGroup": "generic",
-            "os": "linux",
-            "arch": "amd64",
-            "unitResources": {"cpu": "1", "ram": "2Gi"},
-            "localStorage": "10Gi",
-            "displayName": "one",
-        },
-    }
+    doc = cpu_type(name)
+    doc["spec"]["displayName"] = "one"
     try:
         assert "created" in await kubectl.ok("apply", "-f", "-", stdin=json.dumps(doc))
         assert "unchanged" in await kubectl.ok("apply", "-f", "-", stdin=json.dumps(doc))
@@ -494,19 +485,7 @@ async def test_row22_wait_for_delete_completes(kubectl: Kubectl, kube: Client, s
     name = f"agg-wait-{uuid.uuid4().hex[:6]}"
     await kube.create(
         INSTANCE_TYPES,
-        {
-            "apiVersion": INSTANCE_TYPES.api_version,
-            "kind": "InstanceType",
-            "metadata": {"name": name},
-            "spec": {
-                "acceleratable": False,
-                "generalGroup": "generic",
-                "os": "linux",
-                "arch": "amd64",
-                "unitResources": {"cpu": "1", "ram": "2Gi"},
-                "localStorage": "10Gi",
-            },
-        },
+        cpu_type(name, INSTANCE_TYPES.api_version),
     )
     waiter = asyncio.create_task(kubectl.run("wait", "--for=delete", f"instype/{name}", "--timeout=60s"))
     await asyncio.sleep(1)
@@ -531,19 +510,7 @@ async def test_row26_garbage_collector_follows_owners_through_v1(
     name = f"agg-owner-{uuid.uuid4().hex[:6]}"
     owner = await kube.create(
         INSTANCE_TYPES,
-        {
-            "apiVersion": INSTANCE_TYPES.api_version,
-            "kind": "InstanceType",
-            "metadata": {"name": name},
-            "spec": {
-                "acceleratable": False,
-                "generalGroup": "generic",
-                "os": "linux",
-                "arch": "amd64",
-                "unitResources": {"cpu": "1", "ram": "2Gi"},
-                "localStorage": "10Gi",
-            },
-        },
+        cpu_type(name, INSTANCE_TYPES.api_version),
     )
     ref = {
         "apiVersion": "worker.gpustack.ai/v1",

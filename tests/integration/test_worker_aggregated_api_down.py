@@ -18,7 +18,7 @@ from gpustack_operator.kube.resources import INSTANCE_TYPES
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
 from tests.helpers import eventually
-from tests.integration.test_worker_aggregated_api import APISERVICE, Kubectl
+from tests.integration.test_worker_aggregated_api import APISERVICE, Kubectl, cpu_type
 from tests.integration.worker_support import ready, worker_pool
 
 
@@ -34,22 +34,7 @@ async def test_row27_v1_unavailable_without_the_worker_and_the_crd_keeps_working
             worker.signal(signal.SIGTERM)
             assert await worker.wait() == 0
             # created once the worker is gone, so no finalizer of its controllers holds the object
-            await kube.create(
-                INSTANCE_TYPES,
-                {
-                    "apiVersion": INSTANCE_TYPES.api_version,
-                    "kind": "InstanceType",
-                    "metadata": {"name": name},
-                    "spec": {
-                        "acceleratable": False,
-                        "generalGroup": "generic",
-                        "os": "linux",
-                        "arch": "amd64",
-                        "unitResources": {"cpu": "1", "ram": "2Gi"},
-                        "localStorage": "10Gi",
-                    },
-                },
-            )
+            await kube.create(INSTANCE_TYPES, cpu_type(name, INSTANCE_TYPES.api_version))
 
             async def unavailable() -> bool:
                 return not is_true(await kube.get(resources.APISERVICES, APISERVICE), "Available")
