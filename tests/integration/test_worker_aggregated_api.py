@@ -20,7 +20,6 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -34,11 +33,9 @@ from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES, Resource
 from gpustack_operator.sandbox import build
 from gpustack_operator.sandbox.cluster import Sandbox
-from gpustack_operator.sandbox.process import free_port
 from tests.helpers import eventually
-from tests.integration.worker_support import Worker, ready, worker_pool
+from tests.integration.worker_support import APISERVICE, Served, serving_worker
 
-APISERVICE = "v1.worker.gpustack.ai"
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
 CLUSTER_ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
@@ -71,26 +68,13 @@ class Kubectl:
         return out
 
 
-@dataclass
-class Served:
-    worker: Worker
-    port: int
-
-
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def served(
     sandbox: Sandbox, kube: Client, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Served]:
     """A worker serving the aggregated API; its APIService is removed afterwards."""
-    log_dir = tmp_path_factory.mktemp("aggregated-api")
-    async with worker_pool(sandbox, kube, log_dir) as pool:
-        port = free_port()
-        worker = await pool.start("api-0", f"--secure-port={port}", f"--cert-dir={log_dir / 'tls'}")
-        try:
-            await eventually(lambda: ready(worker), timeout=180, what="worker ready (APIService Available)")
-            yield Served(worker, port)
-        finally:
-            await kube.delete(resources.APISERVICES, APISERVICE)
+    async with serving_worker(sandbox, kube, tmp_path_factory.mktemp("aggregated-api"), "api-0") as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,19 @@ from typing import Any
 
 import aiohttp
 
+from gpustack_operator.apiserver.webhooks.server import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
+from tests.helpers import eventually
 
 LEASE = "worker.gpustack.ai"
+APISERVICE = "v1.worker.gpustack.ai"
+WEBHOOK_CONFIGURATIONS = (
+    (resources.MUTATING_WEBHOOKS, MUTATING_CONFIGURATION),
+    (resources.VALIDATING_WEBHOOKS, VALIDATING_CONFIGURATION),
+)
 EXECUTABLE = Path(sys.executable).parent / "gpustack-operator"
 
 
@@ -100,7 +107,9 @@ class Workers:
 
 @contextlib.asynccontextmanager
 async def worker_pool(sandbox: Sandbox, kube: Client, log_dir: Path) -> AsyncIterator[Workers]:
-    """Workers for one test; at the end, kill those still running, print their logs, drop the namespace."""
+    """Workers for one test; at the end, kill those still running, print their logs, drop the namespace
+    and the webhook configurations a worker with `--secure-port` installed: they fail closed, so one left
+    pointing at a stopped worker would refuse every later InstanceType and queued Pod in the session."""
     pool = Workers(sandbox, log_dir)
     try:
         yield pool
@@ -111,7 +120,31 @@ async def worker_pool(sandbox: Sandbox, kube: Client, log_dir: Path) -> AsyncIte
                     worker.proc.kill()
                 await worker.proc.wait()
             print(f"\n--- {worker.name} (exit {worker.proc.returncode}) ---\n{worker.tail()}")
+        for res, name in WEBHOOK_CONFIGURATIONS:
+            await kube.delete(res, name)
         await kube.delete(resources.NAMESPACES, pool.namespace)
+
+
+@dataclass
+class Served:
+    """A worker serving the aggregated API and the webhooks on `port`."""
+
+    worker: Worker
+    port: int
+
+
+@contextlib.asynccontextmanager
+async def serving_worker(sandbox: Sandbox, kube: Client, log_dir: Path, name: str) -> AsyncIterator[Served]:
+    """One worker with the aggregated API and webhooks (`--cert-dir` under `log_dir`), ready (its
+    APIService Available); at the end its APIService is removed (and, by worker_pool, its webhooks)."""
+    async with worker_pool(sandbox, kube, log_dir) as pool:
+        port = free_port()
+        worker = await pool.start(name, f"--secure-port={port}", f"--cert-dir={log_dir / 'tls'}")
+        try:
+            await eventually(lambda: ready(worker), timeout=180, what="worker ready (APIService Available)")
+            yield Served(worker, port)
+        finally:
+            await kube.delete(resources.APISERVICES, APISERVICE)
 
 
 async def ready(worker: Worker) -> bool:

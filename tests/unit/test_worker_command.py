@@ -70,7 +70,9 @@ def test_help_documents_every_flag_says_what_the_controllers_build_and_what_is_n
         assert flag in text
     assert "ResourceFlavor per node flavor, one ClusterQueue and InstanceType per hardware pool" in text
     assert "serves instancetypes.v1.worker.gpustack.ai" in text
-    assert "devices, instances and settings in v1, the webhooks and Instances are not built yet" in text
+    assert "fold sliced-GPU Pod requests (memory-percentage or memory-mib) into units" in text
+    assert "Not built yet: devices, instances and settings in v1, and the Instance controller" in text
+    assert "--no-webhooks" in text
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """The aggregated API's aiohttp application: errors as Status, then authentication and authorization
-on every request, then discovery and the registry's routes.
+on every request (but the webhooks', see apiserver.webhooks.server), then discovery and the registry's
+routes.
 
 Identity comes only from authn.Authenticator, which reads X-Remote-* headers only on a connection that
 presented the front proxy's certificate; requests to the API server are made with the worker's own
@@ -44,9 +45,13 @@ def _peer_certificate(request: web.Request) -> bytes | None:
     return bytes(der) if der else None
 
 
-def _auth_middleware(authenticator: Authenticator, authorizer: Authorizer) -> Middleware:
+def _auth_middleware(
+    authenticator: Authenticator, authorizer: Authorizer, public_paths: frozenset[str]
+) -> Middleware:
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in public_paths:
+            return await handler(request)
         user = await authenticator.authenticate(_peer_certificate(request), request.headers)
         info = requestinfo.parse(request.method, request.path, request.query)
         await authorizer.authorize(user, info)
@@ -68,12 +73,14 @@ def build_app(
     served: Sequence[ServedResource],
     handlers: Sequence[Routes],
     openapi: OpenAPI | None = None,
+    public_paths: frozenset[str] = frozenset(),
 ) -> web.Application:
     """The application serving discovery for every group version in `served`, OpenAPI v3 when given, and
-    the registry handlers' routes."""
+    the handlers' routes. `public_paths` (the webhooks', which kube-apiserver calls without a client
+    certificate) skip authentication and authorization."""
     app = web.Application(
         client_max_size=MAX_BODY_BYTES,
-        middlewares=[error_middleware, _auth_middleware(authenticator, authorizer)],
+        middlewares=[error_middleware, _auth_middleware(authenticator, authorizer, public_paths)],
     )
     app.on_response_prepare.append(_echo_audit_id)
     for group_version in sorted({r.api_version for r in served}):

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from aiohttp import web
 
+from gpustack_operator.api.field import FieldError, aggregate
 from gpustack_operator.kube.errors import KubeError
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "error_middleware",
     "forbidden",
     "from_kube_error",
+    "invalid",
     "method_not_allowed",
     "not_acceptable",
     "not_found",
@@ -131,6 +133,16 @@ def unsupported_media_type(accepted: Iterable[str]) -> StatusError:
         "the body of the request was in an unknown format - accepted media types include: "
         + ", ".join(accepted),
     )
+
+
+def invalid(kind: str, group: str, name: str, errors: Sequence[FieldError]) -> StatusError:
+    """422 Invalid: `<Kind>.<group> "<name>" is invalid: <errors>`, one cause per field error."""
+    qualified = f"{kind}.{group}" if group else kind
+    message = f"{qualified} {json.dumps(name)} is invalid"
+    if errors:
+        message += f": {aggregate(errors)}"
+    details = {**_details(name, group, kind), "causes": [e.cause() for e in errors]}
+    return StatusError(422, "Invalid", message, details)
 
 
 def bad_request(message: str) -> StatusError:

@@ -87,6 +87,8 @@ DEVICES = Resource("worker.gpustack.ai", "v1alpha1", "devices", "Devices", names
 """Our per-node inventory and ledger (stored version of the CRD)."""
 INSTANCE_TYPES = Resource("worker.gpustack.ai", "v1alpha1", "instancetypes", "InstanceType", namespaced=False)
 """One schedulable hardware pool, backed 1:1 by the ClusterQueue of its name (stored version of the CRD)."""
+INSTANCES = Resource("worker.gpustack.ai", "v1alpha1", "instances", "Instance", namespaced=True)
+"""A user's GPU workspace: one Pod rendered from an InstanceType (stored version of the CRD)."""
 
 CORE_AND_EXTENSIONS: tuple[Resource, ...] = (
     NAMESPACES,

@@ -1,9 +1,10 @@
-"""The worker's aggregated API: serve it, register its APIServices, wait until kube-apiserver routes to it.
+"""The worker's aggregated API and webhooks: serve and register them, wait until kube-apiserver routes here.
 
 Serving starts with Start (the trust ConfigMap is read first, since the TLS context must trust the front
 proxy's CA); Prepare registers the routing Service (outside a cluster) and the APIServices once we listen,
-so the aggregator's first probe finds us; the controllers start only after every APIService reports
-Available (contract §3 startup order), or Prepare fails after `available_timeout` and the pod restarts.
+so the aggregator's first probe finds us, then the webhook configurations (same Service, port and CA);
+the controllers start only after every APIService reports Available (contract §3 startup order), or
+Prepare fails after `available_timeout` and the pod restarts.
 """
 
 from __future__ import annotations
@@ -14,18 +15,23 @@ import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpustack_operator.api.conditions import status_conditions
 from gpustack_operator.apiserver import delegation, registration, serving
-from gpustack_operator.apiserver.app import build_app
+from gpustack_operator.apiserver.app import Routes, build_app
 from gpustack_operator.apiserver.authn import Authenticator
 from gpustack_operator.apiserver.authz import Authorizer
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.openapi import OpenAPI
 from gpustack_operator.apiserver.registry import instancetypeflavors, instancetypes
+from gpustack_operator.apiserver.webhooks.kinds import worker_webhooks
+from gpustack_operator.apiserver.webhooks.lookup import Lookups
+from gpustack_operator.apiserver.webhooks.server import WebhookRoutes, configurations, drifted
 from gpustack_operator.certs import pki
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.errors import KubeError
 from gpustack_operator.settings.environment import Environment
 from gpustack_operator.worker.prepare import PrepareError
 
@@ -39,6 +45,9 @@ SCHEMAS = {
     instancetypeflavors.SERVED.kind: instancetypeflavors.SCHEMA,
 }
 """Every resource the aggregated API serves; their group versions get APIServices."""
+CONFIGURATION_KINDS = (resources.MUTATING_WEBHOOKS, resources.VALIDATING_WEBHOOKS)
+WEBHOOK_RECHECK = 30.0
+"""Seconds between checks that our webhook configurations are still as we wrote them."""
 
 
 @dataclass(frozen=True)
@@ -51,19 +60,28 @@ class AggregationOptions:
     available_timeout: float = 120.0
     in_cluster: bool = True
     """In a Pod the chart's Service routes to us; outside, Prepare makes an ExternalName Service."""
+    webhooks: bool = True
+    """Serve the admission webhooks and install their configurations (`--no-webhooks` turns it off)."""
 
 
 class AggregatedAPI:
     """One worker's aggregated API server and its registration."""
 
-    def __init__(self, client: Client, options: AggregationOptions, environment: Environment) -> None:
+    def __init__(
+        self, client: Client, options: AggregationOptions, environment: Environment, lookups: Lookups
+    ) -> None:
         self.client = client
+        self.webhooks = (
+            WebhookRoutes(worker_webhooks(lookups, environment.pod_namespace)) if options.webhooks else None
+        )
         self.options = options
         self.namespace = environment.pod_namespace
         self.service = environment.service_name
         hosts = pki.service_hosts(self.service, self.namespace)
         self.certs = serving.load_or_create(options.cert_dir, hosts)
         self.listening = asyncio.Event()
+        self.registered = asyncio.Event()
+        self._configurations: list[dict[str, Any]] = []
         self.ctx: ssl.SSLContext | None = None
 
     @property
@@ -79,12 +97,19 @@ class AggregatedAPI:
             )
         ctx = serving.ssl_context(self.certs, config.requestheader_ca_pem + "\n" + config.client_ca_pem)
         self.ctx = ctx
+        routes: list[Routes] = [
+            instancetypes.proxy(self.client),
+            instancetypeflavors.FlavorList(self.client, self.namespace),
+        ]
+        if self.webhooks is not None:
+            routes.append(self.webhooks)
         app = build_app(
             Authenticator(config, delegation.token_reviewer(self.client)),
             Authorizer(delegation.access_reviewer(self.client)),
             SERVED,
-            [instancetypes.proxy(self.client), instancetypeflavors.FlavorList(self.client, self.namespace)],
+            routes,
             OpenAPI.for_resources(SERVED, SCHEMAS),
+            public_paths=self.webhooks.paths if self.webhooks is not None else frozenset(),
         )
         address = (self.options.bind_address, self.options.secure_port)
         await serving.serve(app, address, ctx, started=self.listening)
@@ -97,7 +122,7 @@ class AggregatedAPI:
         await serving.CertificateReloader(self.ctx, self.options.cert_dir).run()
 
     async def register(self) -> None:
-        """The Prepare step: the routing Service (outside a cluster) and our APIServices."""
+        """The Prepare step: the routing Service (outside a cluster), our APIServices and webhooks."""
         await self.listening.wait()
         port = self.options.secure_port
         if not self.options.in_cluster:
@@ -117,6 +142,41 @@ class AggregatedAPI:
                 self.service,
                 port,
             )
+        if self.webhooks is not None:
+            self._configurations = configurations(
+                self.webhooks.webhooks, self.namespace, self.service, port, self.certs.ca_pem
+            )
+            for res, body in zip(CONFIGURATION_KINDS, self._configurations, strict=True):
+                await self.client.apply(res, body)
+                log.info(
+                    "Prepare: applied %s %s (%d webhooks)",
+                    res.kind,
+                    body["metadata"]["name"],
+                    len(body["webhooks"]),
+                )
+            self.registered.set()
+
+    async def keep_webhooks(self) -> None:
+        """Once registered: every `WEBHOOK_RECHECK` seconds, put back a webhook configuration that was
+        deleted or edited (only what we wrote is compared; server defaults beside it are fine)."""
+        if self.webhooks is None:
+            return
+        await self.registered.wait()
+        while True:
+            await asyncio.sleep(WEBHOOK_RECHECK)
+            for res, body in zip(CONFIGURATION_KINDS, self._configurations, strict=True):
+                try:
+                    live = await self.client.get_or_none(res, body["metadata"]["name"])
+                    if drifted(live, body):
+                        await self.client.apply(res, body)
+                        log.warning(
+                            "%s %s was %s; restored ours",
+                            res.kind,
+                            body["metadata"]["name"],
+                            "deleted" if live is None else "changed",
+                        )
+                except KubeError as err:
+                    log.warning("Could not check %s %s: %s", res.kind, body["metadata"]["name"], err)
 
     async def _service_port(self) -> int:
         svc = await self.client.get_or_none(resources.SERVICES, self.service, self.namespace)

@@ -30,16 +30,18 @@ default gpustack-system), apply the operator's CRDs and wait until they are Esta
 gpustack-settings Secret or add the keys it lacks (values already set are never overwritten; first-install
 values come from GPUSTACK_* variables), apply the gpustack-cpu-info NodeFeatureRule and the
 gpustack-node-devices AdmissionCheck, register the APIService v1.worker.gpustack.ai (outside a cluster
-with an ExternalName Service <KUBERNETES_SERVICE_NAME> -> localhost). Start: serve /metrics, /healthz,
-/readyz and the aggregated API over HTTPS (--secure-port), wait until the APIService is Available, then
-run the controllers under leader election (Lease <leader-election-id> in the system namespace).
+with an ExternalName Service <KUBERNETES_SERVICE_NAME> -> localhost) and the admission webhooks
+(gpustack-worker-mutation/-validation, failurePolicy Fail). Start: serve /metrics, /healthz, /readyz and,
+over HTTPS (--secure-port), the aggregated API and the webhooks; wait until the APIService is Available,
+then run the controllers under leader election (Lease <leader-election-id> in the system namespace).
 
 The controllers build the scheduling chain: node capacities and the worker NodeFeature, one Kueue
 ResourceFlavor per node flavor, one ClusterQueue and InstanceType per hardware pool, a LocalQueue per
 namespace, InstanceType status, and the per-card admission check. The aggregated API serves
 instancetypes.v1.worker.gpustack.ai (kubectl get/explain instancetypes) over the v1alpha1 CRD and the
-computed, list-only instancetypeflavors; devices, instances and settings in v1, the webhooks and Instances
-are not built yet. SIGTERM stops it cleanly (exit code 0).
+computed, list-only instancetypeflavors. The webhooks default and check InstanceTypes and Instances and
+fold sliced-GPU Pod requests (memory-percentage or memory-mib) into units. Not built yet: devices,
+instances and settings in v1, and the Instance controller. SIGTERM stops it cleanly (exit code 0).
 """
 
 
@@ -163,6 +165,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "when they are absent a self-signed set is written there (default: in memory)",
     )
     p.add_argument(
+        "--no-webhooks",
+        dest="webhooks",
+        action="store_false",
+        help="serve the aggregated API without installing the admission webhooks; the cluster then "
+        "accepts InstanceTypes, Instances and sliced Pods unchecked and unfolded (development only)",
+    )
+    p.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default="info",
@@ -196,6 +205,7 @@ def _run(args: argparse.Namespace) -> int:
             bind_address=args.bind_address,
             cert_dir=args.cert_dir,
             in_cluster=args.kubeconfig is None,
+            webhooks=args.webhooks,
         )
         if args.secure_port
         else None,

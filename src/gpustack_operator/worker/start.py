@@ -19,10 +19,13 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from gpustack_operator.api.keys import SETTINGS_SECRET
 from gpustack_operator.apiserver import health
+from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.controllers.metrics import Metrics
 from gpustack_operator.controllers.setup import setup_controllers
+from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.events import EventRecorder
 from gpustack_operator.kube.informer import InformerFactory
@@ -80,8 +83,9 @@ class _Worker:
         if options.leader_election:
             lease = LeaseConfig(environment.pod_namespace, self.identity, name=options.leader_election_id)
             elector = LeaderElector(client, lease)
+        informers = InformerFactory(client)
         self.manager = Manager(
-            InformerFactory(client),
+            informers,
             elector=elector,
             recorder=EventRecorder(client, instance=self.identity),
             metrics=metrics,
@@ -90,7 +94,7 @@ class _Worker:
             self.manager, client=client, environment=environment, throttle=FAN_IN_THROTTLE
         )
         self.api = (
-            AggregatedAPI(client, options.aggregation, environment)
+            AggregatedAPI(client, options.aggregation, environment, _lookups(client, informers, environment))
             if options.aggregation is not None
             else None
         )
@@ -113,6 +117,7 @@ class _Worker:
                     sup.spawn(f"{name} server", partial(health.serve, app, address, name=name))
         if self.api is not None:
             sup.spawn("aggregated API server", self.api.serve)
+            sup.spawn("webhook configuration keeper", self.api.keep_webhooks)
             if self.options.aggregation is not None and self.options.aggregation.cert_dir is not None:
                 sup.spawn("serving certificate reloader", self.api.reload_certificates)
         sup.spawn("worker", self.prepare_then_start)
@@ -135,6 +140,20 @@ class _Worker:
             ", ".join(self.controllers) or "none yet",
         )
         await self.manager.run()
+
+
+def _lookups(client: Client, informers: InformerFactory, environment: Environment) -> Lookups:
+    """The webhooks' reads, from the informers the controllers share (every InstanceType; the settings
+    Secret, selected as controllers.settingsview selects it)."""
+    namespace = environment.pod_namespace
+    return Lookups(
+        client,
+        namespace,
+        instance_types=informers.informer(resources.INSTANCE_TYPES),
+        settings=informers.informer(
+            resources.SECRETS, namespace=namespace, field_selector=f"metadata.name={SETTINGS_SECRET}"
+        ),
+    )
 
 
 async def run(options: WorkerOptions, environment: Environment, settings: Mapping[str, str]) -> int:

@@ -1,0 +1,1 @@
+"""Admission webhooks called by kube-apiserver, served by the aggregated API's HTTPS server."""

@@ -1,0 +1,111 @@
+"""What the webhooks read besides the object under review: InstanceTypes and settings.
+
+Why this module exists: a webhook answers inside kube-apiserver's 10 s budget on every Pod, Instance and
+InstanceType write, so it reads from the worker's informer caches (the same informers the controllers
+use, shared through the InformerFactory), not from the API server. The informers start with the manager,
+which runs only after Prepare, and a cache can lag a write by a moment, so a cache that has not synced or
+has no match falls back to one API read, and only that read can fail (a `KubeError` the handler turns into
+a refusal). Settings that do not parse mean their default, as for the controllers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from gpustack_operator.api.keys import QUEUE_ENTRANCE_LABEL, SETTINGS_SECRET
+from gpustack_operator.kube import resources
+from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.store import Store
+from gpustack_operator.settings.admission import parse_bool
+from gpustack_operator.settings.secret import decode_values
+from gpustack_operator.settings.setting import Setting
+
+__all__ = ["Cached", "Lookups"]
+
+log = logging.getLogger(__name__)
+
+JSONObj = dict[str, Any]
+
+
+class Cached(Protocol):
+    """The part of an informer the lookups use (kube.informer.Informer satisfies it)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    def has_synced(self) -> bool: ...
+
+
+def _entrance(obj: Mapping[str, Any]) -> str | None:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    value = labels.get(QUEUE_ENTRANCE_LABEL)
+    return value if isinstance(value, str) else None
+
+
+class Lookups:
+    """Cache-first reads for the webhooks; `instance_types` and `settings` are the shared informers of
+    all InstanceTypes and of the settings Secret (None: API reads only)."""
+
+    def __init__(
+        self,
+        client: Client,
+        namespace: str,
+        *,
+        instance_types: Cached | None = None,
+        settings: Cached | None = None,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self._types = instance_types
+        self._settings = settings
+        self.api_reads = 0
+        """Reads that went to the API server (a cache miss or an unsynced cache)."""
+
+    def _synced(self, cached: Cached | None) -> Store | None:
+        return cached.store if cached is not None and cached.has_synced() else None
+
+    async def instance_type(self, name: str) -> JSONObj | None:
+        """The InstanceType `name`, or None when it does not exist."""
+        store = self._synced(self._types)
+        if store is not None and (found := store.get(name)) is not None:
+            return found
+        self.api_reads += 1
+        return await self.client.get_or_none(resources.INSTANCE_TYPES, name)
+
+    async def instance_types_at_entrance(self, local_queue: str) -> list[JSONObj]:
+        """The InstanceTypes whose queue-entrance label is `local_queue` (a LocalQueue name)."""
+        store = self._synced(self._types)
+        if store is not None:
+            found = [obj for obj in store.list() if _entrance(obj) == local_queue]
+            if found:
+                return found
+        self.api_reads += 1
+        return await self.client.list(
+            resources.INSTANCE_TYPES, label_selector=f"{QUEUE_ENTRANCE_LABEL}={local_queue}"
+        )
+
+    async def _secret(self) -> JSONObj | None:
+        store = self._synced(self._settings)
+        if store is not None:
+            return store.get(f"{self.namespace}/{SETTINGS_SECRET}")
+        self.api_reads += 1
+        return await self.client.get_or_none(resources.SECRETS, SETTINGS_SECRET, self.namespace)
+
+    async def text(self, setting: Setting) -> str:
+        """A setting's value; its default when the Secret or the key is missing or does not decode."""
+        secret = await self._secret()
+        if secret is None:
+            return setting.default
+        try:
+            return decode_values(secret).get(setting.name, setting.default)
+        except ValueError:
+            return setting.default
+
+    async def flag(self, setting: Setting) -> bool:
+        """A boolean setting; its default when the value is not a boolean (the controllers report it)."""
+        try:
+            return parse_bool(await self.text(setting))
+        except ValueError:
+            return parse_bool(setting.default)

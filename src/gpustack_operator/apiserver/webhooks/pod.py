@@ -1,0 +1,192 @@
+"""The Pod webhooks (contract §4.4): fold a sliced-GPU request into units, and refuse what cannot be served.
+
+Why this module exists: a user asks for a slice by memory (`<base>.sliced.memory-percentage` or
+`.memory-mib`), but Kueue's credits and the device plugin count `<base>.sliced.units`; the mutating hook
+writes the units (in requests and limits, always recomputed, a client's own value ignored) and defaults the
+compute share, before Kueue's own Pod webhook hashes the resources (our configuration's name sorts first).
+A memory in MiB is divided by the card VRAM of the pool's InstanceType, found by the Pod's
+`kueue.x-k8s.io/queue-name` label through the InstanceTypes' `schedule.gpustack.ai/queue-entrance` label,
+never by reading the LocalQueue, which any user of the namespace may write. The validating hook refuses a
+Pod mixing card modes and a sliced container without exactly one memory key. The rules themselves are
+pure (nodefeature.podslices); this module reads the Pod, finds the VRAM and shapes the refusals.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from gpustack_operator.api import field
+from gpustack_operator.api.field import FieldError
+from gpustack_operator.api.keys import KUEUE_QUEUE_NAME_LABEL
+from gpustack_operator.api.quantity import InvalidQuantityError, Quantity
+from gpustack_operator.apiserver.status import invalid
+from gpustack_operator.apiserver.webhooks.lookup import Lookups
+from gpustack_operator.apiserver.webhooks.review import Review, Verdict
+from gpustack_operator.nodefeature.credits import SlicedUnitsError, quantity_to_mib
+from gpustack_operator.nodefeature.environ import DEFAULT_ENVIRON, Environ
+from gpustack_operator.nodefeature.podslices import (
+    mixed_modes_problem,
+    needs_card_memory,
+    sliced_bases,
+    sliced_defaults,
+    sliced_problems,
+)
+
+__all__ = ["PodHooks"]
+
+JSONObj = dict[str, Any]
+_SECTIONS = ("requests", "limits")
+
+
+class _RefusedError(Exception):
+    def __init__(self, errors: list[FieldError]) -> None:
+        super().__init__(errors)
+        self.errors = errors
+
+
+def _containers(pod: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(field path, container) of every workload container (malformed entries are skipped)."""
+    spec = pod.get("spec")
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list):
+        return []
+    return [(f"spec.containers[{i}]", c) for i, c in enumerate(containers) if isinstance(c, dict)]
+
+
+def _resources(container: Mapping[str, Any], path: str) -> dict[str, Quantity]:
+    """The container's requests merged with its limits (limits win, as kube defaults requests from them)."""
+    merged: dict[str, Quantity] = {}
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return merged
+    errors = []
+    for section in _SECTIONS:
+        values = resources.get(section)
+        if not isinstance(values, dict):
+            continue
+        for name, value in values.items():
+            try:
+                if isinstance(value, bool) or not isinstance(value, str | int):
+                    raise InvalidQuantityError(f"{value!r} is not a quantity")
+                merged[str(name)] = Quantity.parse(str(value))
+            except (InvalidQuantityError, ValueError):
+                errors.append(field.invalid(f"{path}.resources.{section}[{name}]", value, "not a quantity"))
+    if errors:
+        raise _RefusedError(errors)
+    return merged
+
+
+def _refusal(review: Review, errors: list[FieldError]) -> Verdict:
+    name = review.name or str(((review.object or {}).get("metadata") or {}).get("generateName") or "")
+    return Verdict.deny(invalid("Pod", "", name, errors))
+
+
+class PodHooks:
+    """The mutating and validating Pod hooks (CREATE only; the configuration selects labelled Pods)."""
+
+    def __init__(self, lookups: Lookups, environ: Environ = DEFAULT_ENVIRON) -> None:
+        self.lookups = lookups
+        self.environ = environ
+
+    async def mutate(self, review: Review) -> Verdict:
+        pod = review.object
+        if pod is None:
+            return Verdict.allow()
+        mutated: JSONObj | None = None
+        try:
+            for index, (path, container) in enumerate(_containers(pod)):
+                resources = _resources(container, path)
+                for base in sliced_bases(resources, self.environ):
+                    card = (
+                        await self._card_memory(pod, path, base)
+                        if needs_card_memory(resources, base)
+                        else None
+                    )
+                    try:
+                        defaults = sliced_defaults(resources, base, card)
+                    except SlicedUnitsError as err:
+                        raise _RefusedError(
+                            [field.invalid(f"{path}.resources", f"{base}.sliced", str(err))]
+                        ) from None
+                    if mutated is None:
+                        mutated = copy.deepcopy(pod)
+                    target = mutated["spec"]["containers"][index]
+                    sections = target.setdefault("resources", {})
+                    for section in _SECTIONS:
+                        values = sections.get(section)
+                        if not isinstance(values, dict):
+                            values = sections[section] = {}
+                        values.update({name: str(q) for name, q in defaults.items()})
+                    resources.update(defaults)
+        except _RefusedError as refused:
+            return _refusal(review, refused.errors)
+        return Verdict.allow(mutated)
+
+    async def _card_memory(self, pod: Mapping[str, Any], path: str, base: str) -> int | None:
+        """The per-card VRAM (MiB) of the InstanceType the Pod queues for; refuses when it is not one type."""
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        queue = labels.get(KUEUE_QUEUE_NAME_LABEL) if isinstance(labels, dict) else None
+        where = f"{path}.resources"
+        if not isinstance(queue, str) or not queue:
+            raise _RefusedError(
+                [
+                    field.required(
+                        f"metadata.labels[{KUEUE_QUEUE_NAME_LABEL}]",
+                        f"{base}.sliced.memory-mib needs the queue of an InstanceType",
+                    )
+                ]
+            )
+        types = await self.lookups.instance_types_at_entrance(queue)
+        if len(types) != 1:
+            found = "no InstanceType" if not types else f"{len(types)} InstanceTypes"
+            raise _RefusedError(
+                [
+                    field.invalid(
+                        where,
+                        f"{base}.sliced.memory-mib",
+                        f"the card's VRAM is unknown: {found} enter through queue {queue!r}",
+                    )
+                ]
+            )
+        memory = (types[0].get("spec") or {}).get("memory")
+        try:
+            mib = quantity_to_mib(Quantity.parse(str(memory))) if memory is not None else 0
+        except (InvalidQuantityError, ValueError):
+            mib = 0
+        if mib <= 0:
+            name = (types[0].get("metadata") or {}).get("name")
+            raise _RefusedError(
+                [
+                    field.invalid(
+                        where,
+                        f"{base}.sliced.memory-mib",
+                        f"InstanceType {name!r} gives no card memory (spec.memory {memory!r})",
+                    )
+                ]
+            )
+        return mib
+
+    async def validate(self, review: Review) -> Verdict:
+        pod = review.object
+        if pod is None:
+            return Verdict.allow()
+        errors: list[FieldError] = []
+        names: list[list[str]] = []
+        for path, container in _containers(pod):
+            try:
+                resources = _resources(container, path)
+            except _RefusedError as refused:
+                errors += refused.errors
+                continue
+            names.append(list(resources))
+            for base in sliced_bases(resources, self.environ):
+                errors += [
+                    FieldError(field.ErrorType.INVALID, f"{path}.resources", problem)
+                    for problem in sliced_problems(resources, base)
+                ]
+        mixed = mixed_modes_problem(names, self.environ)
+        if mixed:
+            errors.append(field.forbidden("spec.containers", mixed))
+        return _refusal(review, errors) if errors else Verdict.allow()
