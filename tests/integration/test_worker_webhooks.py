@@ -175,6 +175,12 @@ async def test_a_sliced_main_container_beside_a_sidecar_without_resources_is_acc
         ),
         pytest.param([{SHARED: "1"}, {SLICED: "1", MEM_PCT: "20"}], "shared, sliced", id="shared-and-sliced"),
         pytest.param([{GPU: "1", SHARED: "1"}], "exclusive, shared", id="exclusive-and-shared"),
+        pytest.param(
+            [{GPU: "1"}, {GPU: "1"}],
+            "spec.containers[1].resources: Forbidden: nvidia.com/gpu is already requested by "
+            "spec.containers[0]",
+            id="two-containers-with-cards",
+        ),
     ],
 )
 async def test_a_pod_the_cards_cannot_serve_is_refused_naming_the_field(
@@ -398,9 +404,6 @@ async def test_a_running_instance_keeps_its_image_and_may_be_stopped(
     await kubectl.ok(*patch, '{"spec":{"stop":true}}')
     stored = await kube.get(INSTANCES, name, namespace)
     assert (stored["spec"]["stop"], stored["spec"]["image"]) == (True, "busybox")
-    rc, _, err = await kubectl.run(*patch, '{"spec":{"stop":false}}')
-    assert rc != 0, "a start is allowed only from phase Stopped"
-    assert "spec.stop" in err
 
 
 # ---- bad input: fuzzed AdmissionReviews straight to our port -----------------------------------------------

@@ -37,6 +37,13 @@ def _view(name: str, view: str, what: str) -> Column:
     return column(name, f".status.{view}.remaining", f"Remaining {what} (.status.{view}.remaining).")
 
 
+INSTANCE_COLUMNS: tuple[Column, ...] = (
+    column("Type", ".spec.type", "The InstanceType the instance runs on."),
+    column("Phase", ".status.phase", "Pending, Starting, Running, Failed, Stopping or Stopped."),
+    column("Node", ".status.nodeName", "The node its Pod runs on."),
+    column("Stop", ".spec.stop", "Whether the instance is asked to stop.", kind="boolean"),
+    AGE,
+)
 INSTANCE_TYPE_COLUMNS: tuple[Column, ...] = (
     column("Entrance", ".status.entrance", "LocalQueue name to submit to (kueue.x-k8s.io/queue-name)."),
     _view("Accel.(Exclusive)", "accelerator", "whole free accelerators"),
@@ -92,7 +99,9 @@ def custom_resource_definitions() -> list[dict[str, Any]]:
             INSTANCE_TYPE, singular="instancetype", short_names=["instype"], columns=INSTANCE_TYPE_COLUMNS
         ),
         custom_resource_definition(DEVICES, singular="devices", short_names=["devs"]),
-        custom_resource_definition(INSTANCE, singular="instance", short_names=["inst"]),
+        custom_resource_definition(
+            INSTANCE, singular="instance", short_names=["inst"], columns=INSTANCE_COLUMNS
+        ),
     ]
 
 

@@ -12,11 +12,11 @@ superset); the reconciler then asks again with the live `instance-type-mixed-on-
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
 from gpustack_operator.api.keys import MANAGED_LABEL
+from gpustack_operator.api.names import is_dns_subdomain, is_label_name
 from gpustack_operator.nodefeature.flavors import NodeFlavor, extract_node_flavors
 from gpustack_operator.nodefeature.labels import TRUE
 from gpustack_operator.nodefeature.nodes import Node, node_labels
@@ -32,8 +32,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_LABEL_NAME: Final = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 MAX_NODE_LABELS: Final = 8
 """Kueue caps a ResourceFlavor's spec.nodeLabels at 8 entries."""
 
@@ -41,25 +39,21 @@ _reported: dict[str, str] = {}
 """node name -> the last problem logged for it, so a malformed node is logged once per new problem."""
 
 
-def _is_label_name(name: str) -> bool:
-    return len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
-
-
 def label_problem(labels: Mapping[str, str]) -> str | None:
     """Why kube-apiserver would refuse one of these labels (the first found), or None when all are valid."""
     for key, value in labels.items():
         prefix, _, name = key.rpartition("/")
-        bad_prefix = bool(prefix) and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix))
-        if bad_prefix or not _is_label_name(name):
+        bad_prefix = bool(prefix) and not is_dns_subdomain(prefix)
+        if bad_prefix or not is_label_name(name):
             return f"label key {key!r} is not a valid label key"
-        if value and not _is_label_name(value):
+        if value and not is_label_name(value):
             return f"label {key}={value!r} is not a valid label value"
     return None
 
 
 def flavor_problem(flavor: NodeFlavor) -> str | None:
     """Why kube-apiserver or Kueue would refuse this flavor's ResourceFlavor, or None when it is fine."""
-    if len(flavor.name) > 253 or not _DNS_SUBDOMAIN.fullmatch(flavor.name):
+    if not is_dns_subdomain(flavor.name):
         return f"flavor name {flavor.name!r} is not a DNS-1123 subdomain"
     if len(flavor.node_labels) > MAX_NODE_LABELS:
         return f"flavor {flavor.name} would pin {len(flavor.node_labels)} node labels (Kueue allows 8)"

@@ -18,6 +18,7 @@ from datetime import datetime
 from gpustack_operator.controllers import (
     admission_check,
     admission_check_active,
+    instance,
     instance_type,
     node_capacity,
     node_devices,
@@ -45,6 +46,7 @@ CONTROLLERS: tuple[ControllerFactory, ...] = (
     node_queue_entrance.controller,
     admission_check_active.controller,
     admission_check.controller,
+    instance.controller,
 )
 """The worker's controllers, in registration order; the scheduling chain's reconcilers join here."""
 

@@ -9,7 +9,7 @@ Each container is given as one mapping of resource name to quantity (its request
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from gpustack_operator.api.quantity import Quantity
@@ -34,6 +34,14 @@ class CardMode(enum.Enum):
     EXCLUSIVE = "exclusive"
     SHARED = "shared"
     SLICED = "sliced"
+
+
+_MODE_KINDS: Final = {
+    CardMode.EXCLUSIVE: ResourceKind.EXCLUSIVE,
+    CardMode.SHARED: ResourceKind.SHARED,
+    CardMode.SLICED: ResourceKind.SLICED,
+}
+"""The resource that names a card mode in messages."""
 
 
 def card_mode(kind: ResourceKind) -> CardMode | None:
@@ -72,6 +80,33 @@ def mixed_modes_problem(
         return None
     listed = ", ".join(sorted(mode.value for mode in modes))
     return f"a pod may use only one of exclusive, shared and sliced accelerators; it uses {listed}"
+
+
+def repeated_card_requests(
+    containers: Sequence[Iterable[str]], environ: Environ = DEFAULT_ENVIRON
+) -> list[tuple[int, int, str]]:
+    """(container, earlier container, resource) for every container asking for cards of a base and mode
+    an earlier container of the same pod already asks for.
+
+    The device manager attributes one card allocation per Pod (it identifies the Pod of an Allocate call,
+    and a Pod already holding a reservation is skipped), so a second container's cards would go to another
+    Pod or fail; such a pod is refused instead. The SSH sidecar's visibility resource is not a card request.
+    """
+    first: dict[tuple[str, CardMode], int] = {}
+    repeats: list[tuple[int, int, str]] = []
+    for index, names in enumerate(containers):
+        asked: dict[tuple[str, CardMode], str] = {}
+        for name in names:
+            split = split_acceleratable_resource_name(name, environ)
+            mode = None if split is None else card_mode(split[1])
+            if split is not None and mode is not None:
+                asked.setdefault((split[0], mode), resource_name_for(split[0], _MODE_KINDS[mode]))
+        for key, resource in asked.items():
+            if key in first:
+                repeats.append((index, first[key], resource))
+            else:
+                first[key] = index
+    return repeats
 
 
 def _get(resources: ContainerResources, base: str, kind: ResourceKind) -> Quantity | None:

@@ -158,9 +158,8 @@ class AggregatedAPI:
 
     async def keep_webhooks(self) -> None:
         """Once registered: every `WEBHOOK_RECHECK` seconds, put back a webhook configuration that was
-        deleted or edited (only what we wrote is compared; server defaults beside it are fine)."""
-        if self.webhooks is None:
-            return
+        deleted or edited (only what we wrote is compared; server defaults beside it are fine). Runs
+        until cancelled; spawn it only when the webhooks are served."""
         await self.registered.wait()
         while True:
             await asyncio.sleep(WEBHOOK_RECHECK)

@@ -37,11 +37,12 @@ then run the controllers under leader election (Lease <leader-election-id> in th
 
 The controllers build the scheduling chain: node capacities and the worker NodeFeature, one Kueue
 ResourceFlavor per node flavor, one ClusterQueue and InstanceType per hardware pool, a LocalQueue per
-namespace, InstanceType status, and the per-card admission check. The aggregated API serves
+namespace, InstanceType status, the per-card admission check, and Instances. The aggregated API serves
 instancetypes.v1.worker.gpustack.ai (kubectl get/explain instancetypes) over the v1alpha1 CRD and the
 computed, list-only instancetypeflavors. The webhooks default and check InstanceTypes and Instances and
-fold sliced-GPU Pod requests (memory-percentage or memory-mib) into units. Not built yet: devices,
-instances and settings in v1, and the Instance controller. SIGTERM stops it cleanly (exit code 0).
+fold sliced-GPU Pod requests (memory-percentage or memory-mib) into units; each Instance runs as one Pod
+in its type's queue (spec.stop deletes it). Not built yet: devices, instances and settings in v1.
+SIGTERM stops it cleanly (exit code 0).
 """
 
 

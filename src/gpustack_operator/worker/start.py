@@ -117,7 +117,8 @@ class _Worker:
                     sup.spawn(f"{name} server", partial(health.serve, app, address, name=name))
         if self.api is not None:
             sup.spawn("aggregated API server", self.api.serve)
-            sup.spawn("webhook configuration keeper", self.api.keep_webhooks)
+            if self.api.webhooks is not None:
+                sup.spawn("webhook configuration keeper", self.api.keep_webhooks)
             if self.options.aggregation is not None and self.options.aggregation.cert_dir is not None:
                 sup.spawn("serving certificate reloader", self.api.reload_certificates)
         sup.spawn("worker", self.prepare_then_start)

@@ -13,6 +13,7 @@ from gpustack_operator.nodefeature.podslices import (
     mixed_modes_problem,
     needs_card_memory,
     pod_card_modes,
+    repeated_card_requests,
     sliced_bases,
     sliced_defaults,
     sliced_problems,
@@ -123,3 +124,22 @@ def test_card_memory_is_needed_only_for_memory_mib() -> None:
 def test_sliced_bases_lists_each_base_once() -> None:
     names = [SLICED, MEM_PCT, "huawei.com/npu.sliced", "cpu", GPU]
     assert sliced_bases(names, environ={}) == ["huawei.com/npu", GPU]
+
+
+@pytest.mark.parametrize(
+    ("containers", "repeats"),
+    [
+        pytest.param([[GPU], [GPU]], [(1, 0, GPU)], id="two-containers-with-whole-cards"),
+        pytest.param([[SLICED, MEM_PCT], [SLICED, MEM_PCT]], [(1, 0, SLICED)], id="two-slices"),
+        pytest.param([[f"{GPU}.shared"], [f"{GPU}.shared"], []], [(1, 0, f"{GPU}.shared")], id="two-shares"),
+        pytest.param([[GPU], ["device.gpustack.ai/nvidia.visibility"]], [], id="main-and-ssh-sidecar"),
+        pytest.param(
+            [[GPU], ["cpu"], [GPU, "memory"]], [(2, 0, GPU)], id="third-container-repeats-the-first"
+        ),
+        pytest.param([[GPU], ["amd.com/gpu"]], [], id="two-vendors"),
+    ],
+)
+def test_only_one_container_of_a_pod_may_ask_for_cards_of_a_mode(
+    containers: list[list[str]], repeats: list[tuple[int, int, str]]
+) -> None:
+    assert repeated_card_requests(containers, environ={}) == repeats

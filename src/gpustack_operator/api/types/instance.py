@@ -12,10 +12,23 @@ from gpustack_operator.api.types.devices import DevicesAllocationGroup
 
 
 class InstancePhase(enum.StrEnum):
-    """The ``status.phase`` values the webhooks act on (others are informational)."""
+    """``status.phase``, derived by the Instance reconciler from the Instance's Pod.
 
+    The webhooks act on ``Starting`` (no stop) and ``Stopped`` (the only phase a start may leave).
+    """
+
+    PENDING = "Pending"
+    """No running Pod yet: being created, waiting for Kueue's admission, or for a node."""
     STARTING = "Starting"
+    """Scheduled on a node; containers are being created or are not ready."""
+    RUNNING = "Running"
+    """The Pod runs and every container is ready."""
+    FAILED = "Failed"
+    """The Pod ended (it is not restarted in place)."""
+    STOPPING = "Stopping"
+    """The Pod is being deleted (``spec.stop`` or an eviction)."""
     STOPPED = "Stopped"
+    """``spec.stop`` and the Pod is gone."""
 
 
 class InstancePort(TypedDict):

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gpustack_operator.api.keys import QUEUE_ENTRANCE_LABEL, SETTINGS_SECRET
+from gpustack_operator.api.names import is_dns_subdomain, is_label_name
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.store import Store
@@ -67,7 +68,10 @@ class Lookups:
         return cached.store if cached is not None and cached.has_synced() else None
 
     async def instance_type(self, name: str) -> JSONObj | None:
-        """The InstanceType `name`, or None when it does not exist."""
+        """The InstanceType `name`, or None when it does not exist (or cannot: a name kube-apiserver would
+        refuse to look up is not asked for)."""
+        if not is_dns_subdomain(name):
+            return None
         store = self._synced(self._types)
         if store is not None and (found := store.get(name)) is not None:
             return found
@@ -76,6 +80,8 @@ class Lookups:
 
     async def instance_types_at_entrance(self, local_queue: str) -> list[JSONObj]:
         """The InstanceTypes whose queue-entrance label is `local_queue` (a LocalQueue name)."""
+        if not is_label_name(local_queue):
+            return []
         store = self._synced(self._types)
         if store is not None:
             found = [obj for obj in store.list() if _entrance(obj) == local_queue]

@@ -7,7 +7,9 @@ compute share, before Kueue's own Pod webhook hashes the resources (our configur
 A memory in MiB is divided by the card VRAM of the pool's InstanceType, found by the Pod's
 `kueue.x-k8s.io/queue-name` label through the InstanceTypes' `schedule.gpustack.ai/queue-entrance` label,
 never by reading the LocalQueue, which any user of the namespace may write. The validating hook refuses a
-Pod mixing card modes and a sliced container without exactly one memory key. The rules themselves are
+Pod mixing card modes, a sliced container without exactly one memory key, and a second container asking
+for cards of a mode another container already asks for (the device manager attributes one allocation per
+Pod, so that container's cards would be lost or given to another Pod). The rules themselves are
 pure (nodefeature.podslices); this module reads the Pod, finds the VRAM and shapes the refusals.
 """
 
@@ -29,6 +31,7 @@ from gpustack_operator.nodefeature.environ import DEFAULT_ENVIRON, Environ
 from gpustack_operator.nodefeature.podslices import (
     mixed_modes_problem,
     needs_card_memory,
+    repeated_card_requests,
     sliced_bases,
     sliced_defaults,
     sliced_problems,
@@ -173,13 +176,15 @@ class PodHooks:
         if pod is None:
             return Verdict.allow()
         errors: list[FieldError] = []
+        paths: list[str] = []
         names: list[list[str]] = []
         for path, container in _containers(pod):
             try:
                 resources = _resources(container, path)
             except _RefusedError as refused:
                 errors += refused.errors
-                continue
+                resources = {}
+            paths.append(path)
             names.append(list(resources))
             for base in sliced_bases(resources, self.environ):
                 errors += [
@@ -189,4 +194,13 @@ class PodHooks:
         mixed = mixed_modes_problem(names, self.environ)
         if mixed:
             errors.append(field.forbidden("spec.containers", mixed))
+        for index, earlier, resource in repeated_card_requests(names, self.environ):
+            errors.append(
+                field.forbidden(
+                    f"{paths[index]}.resources",
+                    f"{resource} is already requested by {paths[earlier]}; the cards of a Pod must be "
+                    "requested by one container (others may share them with "
+                    "device.gpustack.ai/<manufacturer>.visibility)",
+                )
+            )
         return _refusal(review, errors) if errors else Verdict.allow()
