@@ -366,6 +366,24 @@ async def test_a_sliced_instance_gets_its_share_of_the_unit(
             id="more-cards-than-a-node",
         ),
         pytest.param(
+            {"resources": {"accelerator": 2, "acceleratorSlicedMemoryPercentage": 25}},
+            "spec.resources.accelerator: Invalid value: 2: must be 1 when",
+            id="slice-of-two-cards",
+        ),
+        pytest.param(
+            {"resources": {"acceleratorSlicedMemoryPercentage": 150}},
+            "spec.resources.acceleratorSlicedMemoryPercentage",
+            id="percentage-over-100",
+        ),
+        pytest.param(
+            {"volume": {"ephemeral": {"capacity": "0"}}},
+            "spec.volume.ephemeral.capacity: Invalid value",
+            id="empty-ephemeral-volume",
+        ),
+        pytest.param(
+            {"volume": {"persistent": {}}}, "spec.volume.persistent.name: Required value", id="unnamed-claim"
+        ),
+        pytest.param(
             # with resources, so the CRD's schema (checked before validating webhooks) lets it through
             {"type": "no-such-type", "resources": {"cpu": "1", "ram": "1Gi", "localStorage": "1Gi"}},
             "spec.type: Not found",
@@ -400,7 +418,13 @@ async def test_a_running_instance_keeps_its_image_and_may_be_stopped(
     patch = ("patch", "instances.worker.gpustack.ai", name, "-n", namespace, "--type=merge", "-p")
     rc, _, err = await kubectl.run(*patch, '{"spec":{"image":"alpine"}}')
     assert rc != 0
-    assert "spec.image" in err
+    assert "spec.image: Forbidden: may not be changed while the instance runs" in err
+    rc, _, err = await kubectl.run(*patch, '{"spec":{"resources":{"accelerator":"2"}}}')
+    assert rc != 0
+    assert "spec.resources: Forbidden" in err
+    rc, _, err = await kubectl.run(*patch, '{"spec":{"volume":{"ephemeral":{"capacity":"20Gi"}}}}')
+    assert rc != 0
+    assert "spec.volume: Forbidden: is immutable" in err
     await kubectl.ok(*patch, '{"spec":{"stop":true}}')
     stored = await kube.get(INSTANCES, name, namespace)
     assert (stored["spec"]["stop"], stored["spec"]["image"]) == (True, "busybox")

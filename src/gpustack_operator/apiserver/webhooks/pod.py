@@ -49,13 +49,13 @@ class _RefusedError(Exception):
         self.errors = errors
 
 
-def _containers(pod: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(field path, container) of every workload container (malformed entries are skipped)."""
+def _containers(pod: Mapping[str, Any]) -> list[tuple[int, str, Mapping[str, Any]]]:
+    """(position, field path, container) of every workload container (malformed entries are skipped)."""
     spec = pod.get("spec")
     containers = spec.get("containers") if isinstance(spec, dict) else None
     if not isinstance(containers, list):
         return []
-    return [(f"spec.containers[{i}]", c) for i, c in enumerate(containers) if isinstance(c, dict)]
+    return [(i, f"spec.containers[{i}]", c) for i, c in enumerate(containers) if isinstance(c, dict)]
 
 
 def _resources(container: Mapping[str, Any], path: str) -> dict[str, Quantity]:
@@ -99,7 +99,7 @@ class PodHooks:
             return Verdict.allow()
         mutated: JSONObj | None = None
         try:
-            for index, (path, container) in enumerate(_containers(pod)):
+            for index, path, container in _containers(pod):
                 resources = _resources(container, path)
                 for base in sliced_bases(resources, self.environ):
                     card = (
@@ -178,7 +178,7 @@ class PodHooks:
         errors: list[FieldError] = []
         paths: list[str] = []
         names: list[list[str]] = []
-        for path, container in _containers(pod):
+        for _, path, container in _containers(pod):
             try:
                 resources = _resources(container, path)
             except _RefusedError as refused:
