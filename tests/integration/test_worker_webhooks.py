@@ -410,11 +410,18 @@ async def test_an_instance_in_kube_system_is_refused(kubectl: Kubectl, h100: JSO
 
 
 async def test_a_running_instance_keeps_its_image_and_may_be_stopped(
-    kube: Client, kubectl: Kubectl, h100: JSONObj, namespace: str
+    kube: Client, kubectl: Kubectl, h100: JSONObj, kueue_namespace: str
 ) -> None:
+    namespace = kueue_namespace
     obj, err = await create(kubectl, instance(namespace, H100))
     assert obj is not None, err
     name = obj["metadata"]["name"]
+
+    async def running() -> bool:  # a stop is refused while it is Starting (§4.3)
+        status = (await kube.get(INSTANCES, name, namespace)).get("status") or {}
+        return status.get("phase") == "Running"
+
+    await eventually(running, timeout=LONG, what="the Instance running")
     patch = ("patch", "instances.worker.gpustack.ai", name, "-n", namespace, "--type=merge", "-p")
     rc, _, err = await kubectl.run(*patch, '{"spec":{"image":"alpine"}}')
     assert rc != 0

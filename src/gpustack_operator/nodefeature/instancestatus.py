@@ -75,6 +75,28 @@ def _container_problem(statuses: Iterable[Any]) -> str:
     return ""
 
 
+STUCK_REASONS: Final = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CrashLoopBackOff",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+"""Waiting reasons that last until someone changes something: the Instance is Failed, not Starting (the
+Instance webhook refuses a stop while Starting, so a workspace stuck on a bad image must not read as one)."""
+
+
+def _stuck(statuses: Iterable[Any]) -> bool:
+    return any(
+        _str(_map(_map(_map(entry).get("state")).get("waiting")).get("reason")) in STUCK_REASONS
+        for entry in statuses
+    )
+
+
 def _phase(pod: Mapping[str, Any], stop: bool) -> tuple[InstancePhase, str]:
     meta, spec, status = _map(pod.get("metadata")), _map(pod.get("spec")), _map(pod.get("status"))
     containers = _list(status.get("containerStatuses"))
@@ -98,6 +120,8 @@ def _phase(pod: Mapping[str, Any], stop: bool) -> tuple[InstancePhase, str]:
         return InstancePhase.PENDING, _join("waiting for scheduling", _str(scheduled.get("message")))
     if pod_phase == "Running" and _condition(status, "Ready").get("status") == "True":
         return InstancePhase.RUNNING, ""
+    if _stuck(containers):
+        return InstancePhase.FAILED, _container_problem(containers)
     return InstancePhase.STARTING, _container_problem(containers) or "starting the containers"
 
 

@@ -32,6 +32,7 @@ from gpustack_operator.certs import pki
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.errors import KubeError
+from gpustack_operator.kube.informer import Informer
 from gpustack_operator.settings.environment import Environment
 from gpustack_operator.worker.prepare import PrepareError
 
@@ -71,6 +72,9 @@ class AggregatedAPI:
         self, client: Client, options: AggregationOptions, environment: Environment, lookups: Lookups
     ) -> None:
         self.client = client
+        types = lookups.instance_types_cache
+        self.instance_types = types if isinstance(types, Informer) else None
+        """The shared informer of every InstanceType: v1 GET and LIST read it (None: the API server)."""
         self.webhooks = (
             WebhookRoutes(worker_webhooks(lookups, environment.pod_namespace)) if options.webhooks else None
         )
@@ -98,7 +102,7 @@ class AggregatedAPI:
         ctx = serving.ssl_context(self.certs, config.requestheader_ca_pem + "\n" + config.client_ca_pem)
         self.ctx = ctx
         routes: list[Routes] = [
-            instancetypes.proxy(self.client),
+            instancetypes.proxy(self.client, self.instance_types),
             instancetypeflavors.FlavorList(self.client, self.namespace),
         ]
         if self.webhooks is not None:

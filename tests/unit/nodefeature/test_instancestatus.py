@@ -107,7 +107,7 @@ def stopped(inst: JSON) -> JSON:
                 ]
             ),
             instance(),
-            "Starting",
+            "Failed",  # not Starting: a Starting Instance cannot be stopped, and this one needs a change
             'container main: ImagePullBackOff: Back-off pulling image "pytorch/pytorch:2.4"',
             id="image cannot be pulled",
         ),

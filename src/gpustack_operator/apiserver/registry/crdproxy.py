@@ -7,6 +7,8 @@ resourceVersions, continue tokens and the CRD's 410s pass through untouched: v1 
 revisions. The CRD's Status errors come back with their code, reason and message. Status-subresource rules
 (create drops status, /status writes only status) are the CRD's own, since /status goes to /status.
 Watches are streamed event by event, never buffered; a client that goes away cancels the upstream watch.
+GET and LIST may be answered from the worker's informer cache instead (registry/cachedreads.py says when);
+the answer is rendered by the same code either way.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from aiohttp import web
 
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
+from gpustack_operator.apiserver.registry.cachedreads import CachedReads, Informed
 from gpustack_operator.apiserver.registry.representation import render_event, render_list, render_object
 from gpustack_operator.apiserver.requestinfo import is_watch
 from gpustack_operator.apiserver.status import (
@@ -58,12 +61,15 @@ class CRDProxy:
         stored: Resource,
         versions: VersionPair,
         columns: Sequence[Column],
+        *,
+        cache: Informed | None = None,
     ) -> None:
         self.client = client
         self.served = served
         self.stored = stored
         self.versions = versions
         self.columns = columns
+        self.reads = CachedReads(stored, cache)
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         base = f"/apis/{self.served.group}/{self.served.version}/{self.served.plural}"
@@ -109,15 +115,21 @@ class CRDProxy:
     # ---- reads -------------------------------------------------------------------------------------------
     async def _get(self, request: web.Request, name: str, sub: str | None) -> web.Response:
         rep = negotiate(request.headers.get("Accept", ""), is_list=False)
-        obj = await self.client.request(
-            "GET", self.stored.path(name, None, sub), params=_forwarded(request), retries=0
-        )
+        params = _forwarded(request)
+        obj = self.reads.get(name, params, rep)
+        if obj is None:
+            obj = await self.client.request(
+                "GET", self.stored.path(name, None, sub), params=params, retries=0
+            )
         body = render_object(rep, self.versions.to_served(obj), self.columns, _include(request))
         return web.json_response(body)
 
     async def _list(self, request: web.Request) -> web.Response:
         rep = negotiate(request.headers.get("Accept", ""), is_list=True)
-        doc = await self.client.request("GET", self.stored.path(), params=_forwarded(request), retries=0)
+        params = _forwarded(request)
+        doc = self.reads.list(params)
+        if doc is None:
+            doc = await self.client.request("GET", self.stored.path(), params=params, retries=0)
         body = render_list(rep, self.versions.to_served(doc), self.columns, _include(request))
         return web.json_response(body)
 
@@ -156,6 +168,7 @@ class CRDProxy:
             params=_forwarded(request),
             retries=0,
         )
+        self.reads.wrote(created)
         return web.json_response(self.versions.to_served(created), status=201)
 
     async def _write(
@@ -171,6 +184,7 @@ class CRDProxy:
         answer = await self.client.request(
             method, path, body=body, params=_forwarded(request), content_type=content_type, retries=0
         )
+        self.reads.wrote(answer)
         return web.json_response(self.versions.to_served(answer))
 
     # ---- bodies ------------------------------------------------------------------------------------------

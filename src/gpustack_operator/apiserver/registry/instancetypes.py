@@ -13,6 +13,7 @@ from typing import Any
 from gpustack_operator.api.keys import CATEGORY, KIND_INSTANCE_TYPE, PLURAL_INSTANCE_TYPES, V1, WORKER_GROUP
 from gpustack_operator.api.schema.instancetype import INSTANCE_TYPE
 from gpustack_operator.apiserver.discovery import ServedResource
+from gpustack_operator.apiserver.registry.cachedreads import Informed
 from gpustack_operator.apiserver.registry.crdproxy import CRDProxy
 from gpustack_operator.apiserver.table import Column, age
 from gpustack_operator.conversion.apiversion import INSTANCE_TYPES as VERSIONS
@@ -89,6 +90,7 @@ COLUMNS = (
 )
 
 
-def proxy(client: Client) -> CRDProxy:
-    """The v1 handlers over the v1alpha1 CRD."""
-    return CRDProxy(client, SERVED, STORED, VERSIONS, COLUMNS)
+def proxy(client: Client, cache: Informed | None = None) -> CRDProxy:
+    """The v1 handlers over the v1alpha1 CRD; `cache`, the worker's informer of every v1alpha1
+    InstanceType, answers GET and LIST when it can (registry/cachedreads.py)."""
+    return CRDProxy(client, SERVED, STORED, VERSIONS, COLUMNS, cache=cache)

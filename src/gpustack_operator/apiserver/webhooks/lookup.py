@@ -64,6 +64,11 @@ class Lookups:
         self.api_reads = 0
         """Reads that went to the API server (a cache miss or an unsynced cache)."""
 
+    @property
+    def instance_types_cache(self) -> Cached | None:
+        """The shared InstanceType informer (None: API reads only); the aggregated API reads it too."""
+        return self._types
+
     def _synced(self, cached: Cached | None) -> Store | None:
         return cached.store if cached is not None and cached.has_synced() else None
 
