@@ -29,6 +29,7 @@ from tests.helpers import eventually
 
 LEASE = "worker.gpustack.ai"
 APISERVICE = "v1.worker.gpustack.ai"
+SETTINGS_APISERVICE = "v1.gpustack.ai"
 WEBHOOK_CONFIGURATIONS = (
     (resources.MUTATING_WEBHOOKS, MUTATING_CONFIGURATION),
     (resources.VALIDATING_WEBHOOKS, VALIDATING_CONFIGURATION),
@@ -107,9 +108,11 @@ class Workers:
 
 @contextlib.asynccontextmanager
 async def worker_pool(sandbox: Sandbox, kube: Client, log_dir: Path) -> AsyncIterator[Workers]:
-    """Workers for one test; at the end, kill those still running, print their logs, drop the namespace
-    and the webhook configurations a worker with `--secure-port` installed: they fail closed, so one left
-    pointing at a stopped worker would refuse every later InstanceType and queued Pod in the session."""
+    """Workers for one test; at the end, kill those still running, print their logs, drop the namespace,
+    the webhook configurations and the Settings APIService a worker with `--secure-port` installed: the
+    webhooks fail closed, so one left pointing at a stopped worker would refuse every later InstanceType
+    and queued Pod in the session, and an unavailable APIService holds up namespace deletion. (The
+    `v1.worker.gpustack.ai` APIService is left to the tests, which check it after the worker stops.)"""
     pool = Workers(sandbox, log_dir)
     try:
         yield pool
@@ -122,6 +125,7 @@ async def worker_pool(sandbox: Sandbox, kube: Client, log_dir: Path) -> AsyncIte
             print(f"\n--- {worker.name} (exit {worker.proc.returncode}) ---\n{worker.tail()}")
         for res, name in WEBHOOK_CONFIGURATIONS:
             await kube.delete(res, name)
+        await kube.delete(resources.APISERVICES, SETTINGS_APISERVICE)
         await kube.delete(resources.NAMESPACES, pool.namespace)
 
 
@@ -131,6 +135,8 @@ class Served:
 
     worker: Worker
     port: int
+    namespace: str
+    """The worker's system namespace (its Lease, settings Secret and routing Service)."""
 
 
 @contextlib.asynccontextmanager
@@ -142,7 +148,7 @@ async def serving_worker(sandbox: Sandbox, kube: Client, log_dir: Path, name: st
         worker = await pool.start(name, f"--secure-port={port}", f"--cert-dir={log_dir / 'tls'}")
         try:
             await eventually(lambda: ready(worker), timeout=180, what="worker ready (APIService Available)")
-            yield Served(worker, port)
+            yield Served(worker, port, pool.namespace)
         finally:
             await kube.delete(resources.APISERVICES, APISERVICE)
 

@@ -72,7 +72,8 @@ def test_help_documents_every_flag_says_what_the_controllers_build_and_what_is_n
     assert "serves instancetypes.v1.worker.gpustack.ai" in text
     assert "fold sliced-GPU Pod requests (memory-percentage or memory-mib) into units" in text
     assert "each Instance runs as one Pod in its type's queue" in text
-    assert "Not built yet: devices, instances and settings in v1." in text
+    assert "settings.gpustack.ai/v1 serves the gpustack-settings Secret's keys as Settings" in text
+    assert "Not built yet: devices and instances in v1." in text
     assert "--no-webhooks" in text
 
 

@@ -4,7 +4,7 @@
 v1alpha1 (15) and kubectl's `instancetypes` resolves to our v1. The caBundle is the CA that signed our
 serving certificate; without one the APIService says insecureSkipTLSVerify, as the Go original does.
 Only group versions we serve are registered: an APIService whose discovery fails marks its group stale in
-every kubectl call, so `v1.gpustack.ai` (Settings) waits until Settings are served.
+every kubectl call. `v1.gpustack.ai` (Settings) gets the same priorities in its own group.
 
 Outside a cluster (the sandbox, `make run`), the routing Service is an ExternalName Service pointing at
 `localhost`: kube-apiserver then dials the worker on 127.0.0.1 at the APIService's port.

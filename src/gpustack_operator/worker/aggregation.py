@@ -24,7 +24,7 @@ from gpustack_operator.apiserver.authn import Authenticator
 from gpustack_operator.apiserver.authz import Authorizer
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.openapi import OpenAPI
-from gpustack_operator.apiserver.registry import instancetypeflavors, instancetypes
+from gpustack_operator.apiserver.registry import instancetypeflavors, instancetypes, settings
 from gpustack_operator.apiserver.webhooks.kinds import worker_webhooks
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.apiserver.webhooks.server import WebhookRoutes, configurations, drifted
@@ -40,10 +40,11 @@ __all__ = ["AggregatedAPI", "AggregationOptions"]
 
 log = logging.getLogger(__name__)
 
-SERVED: Sequence[ServedResource] = (instancetypes.SERVED, instancetypeflavors.SERVED)
+SERVED: Sequence[ServedResource] = (instancetypes.SERVED, instancetypeflavors.SERVED, settings.SERVED)
 SCHEMAS = {
     instancetypes.SERVED.kind: instancetypes.SCHEMA,
     instancetypeflavors.SERVED.kind: instancetypeflavors.SCHEMA,
+    settings.SERVED.kind: settings.SCHEMA,
 }
 """Every resource the aggregated API serves; their group versions get APIServices."""
 CONFIGURATION_KINDS = (resources.MUTATING_WEBHOOKS, resources.VALIDATING_WEBHOOKS)
@@ -104,6 +105,7 @@ class AggregatedAPI:
         routes: list[Routes] = [
             instancetypes.proxy(self.client, self.instance_types),
             instancetypeflavors.FlavorList(self.client, self.namespace),
+            settings.SettingsAPI(self.client, self.namespace),
         ]
         if self.webhooks is not None:
             routes.append(self.webhooks)

@@ -41,7 +41,9 @@ namespace, InstanceType status, the per-card admission check, and Instances. The
 instancetypes.v1.worker.gpustack.ai (kubectl get/explain instancetypes) over the v1alpha1 CRD and the
 computed, list-only instancetypeflavors. The webhooks default and check InstanceTypes and Instances and
 fold sliced-GPU Pod requests (memory-percentage or memory-mib) into units; each Instance runs as one Pod
-in its type's queue (spec.stop deletes it). Not built yet: devices, instances and settings in v1.
+in its type's queue (spec.stop deletes it). settings.gpustack.ai/v1 serves the gpustack-settings Secret's
+keys as Settings (kubectl get/patch settings -n <system namespace>). Not built yet: devices and instances
+in v1.
 SIGTERM stops it cleanly (exit code 0).
 """
 

@@ -129,7 +129,8 @@ def test_a_write_through_the_proxy_sends_reads_to_the_api_until_the_cache_has_it
     informer.store.put("d", instance_type("d", 105))
     assert names(reads.list({})) == ["a", "b", "c", "d"]
     reads.wrote(instance_type("a", 103))  # older than the floor: it stays
-    assert reads.floor == 105
+    reads.wrote({"kind": "InstanceTypeList", "metadata": {"resourceVersion": "900"}, "items": []})
+    assert reads.floor == 105  # a deletecollection's list version is no InstanceType event
 
 
 def test_get_answers_tables_and_metadata_from_the_cache_and_misses_from_the_api(informer: Informer) -> None:

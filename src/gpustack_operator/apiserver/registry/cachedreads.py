@@ -14,7 +14,11 @@ them this way for NotOlderThan. From the cache:
   staleness controller-runtime's cached client accepts. Writes made through this proxy are not lost to it:
   the highest version a write answered with is a floor, and until the informer has seen it every read
   goes to the API server (read-your-writes for clients of v1; a write straight to the CRD is seen once the
-  watch delivers it, usually within milliseconds).
+  watch delivers it, usually within milliseconds). A delete answers with the object as it was, so a list
+  right after one may still show it for that moment; a watch from that list's version then delivers the
+  DELETED event (what `kubectl delete --wait` relies on). A deletecollection's answer is a list, whose
+  version is etcd's revision of the moment, not an InstanceType event the informer would ever see: it sets
+  no floor.
 - `limit` only when everything that matches fits (no continue token is ever made).
 - Selectors as registry/selectors.py parses them.
 To the API server: `resourceVersionMatch=Exact`, `continue`, `sendInitialEvents`, any parameter not named
@@ -24,8 +28,8 @@ GET: from the cache when the object is there (and the version rules above hold);
 server, so a just-created object is never a false 404. The cache drops `metadata.managedFields` to save
 memory (kube/slim.py), so a GET in plain JSON always goes to the API server: `kubectl apply
 --server-side` reads managedFields through GET to migrate client-side-apply ownership. Table and
-PartialObjectMetadata GETs, and every LIST, come from the cache without managedFields (kubectl never
-prints them there).
+PartialObjectMetadata GETs, and every LIST, come from the cache without managedFields: kubectl hides
+them by default, and a user of `--show-managed-fields` sees them on one object, not in a cached list.
 """
 
 from __future__ import annotations
@@ -91,6 +95,8 @@ class CachedReads:
 
     def wrote(self, answer: Any) -> None:
         """Note a write's answer: reads wait for the cache to reach its version."""
+        if isinstance(answer, dict) and "items" in answer:
+            return
         version = _version(answer)
         if version is not None and version > self.floor:
             self.floor = version

@@ -1,0 +1,318 @@
+"""Aggregated-API benchmark: v1 InstanceType reads through the aggregator against the v1alpha1 CRD directly.
+
+Run: `.venv/bin/python -m tests.bench.bench_apiserver` (starts and stops its own sandbox; about five
+minutes; `--quick` takes fewer samples).
+
+The real `gpustack-operator worker` serves `instancetypes.worker.gpustack.ai/v1`; the script creates CPU-only
+InstanceTypes through the CRD (so through our webhooks), waits for the worker to be at rest, then measures,
+in the same run against the same kube-apiserver, with one request in flight:
+
+- GET of one object and LIST of 100 and of 1,000 objects, as JSON and as the Table kubectl asks for, on
+  three paths: the CRD (`/apis/worker.gpustack.ai/v1alpha1/...`, the baseline), v1 as served (from the
+  worker's informer cache where registry/cachedreads.py allows), and v1 forced onto the proxied path (an
+  extra query parameter the cache does not know sends the read to the CRD, as before the cache; kube
+  ignores it). Samples of the three paths alternate, so a busy machine slows all three alike. Ratio: the
+  median latency over the CRD's. A read the worker proxies goes through its own client, so it waits for
+  that client's rate limit (`--kube-api-qps`, 50/s by default, shared with the controllers): pass
+  `--worker-arg=--kube-api-qps=1000 --worker-arg=--kube-api-burst=2000` to see the proxy's cost alone.
+- WATCH fan-out: `--watchers` watches open on each path, then `--updates` label patches to one object;
+  each watcher's delay from the patch's answer to its event (p50/p99), and the ratio of the medians.
+- The worker's resident memory (VmRSS) with 100 and with 1,000 InstanceTypes cached.
+
+Goal: every ratio <= 1.3. Nothing about time is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import ssl
+import statistics
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from tests.bench.bench_chain import Worker, bounded, control_only_sandbox
+from tests.helpers import eventually
+from tests.integration.test_worker_aggregated_api import cpu_type
+
+from gpustack_operator.apiserver.webhooks.server import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION
+from gpustack_operator.kube import resources
+from gpustack_operator.kube.client import Client, connect
+from gpustack_operator.sandbox.process import free_port
+from gpustack_operator.worker.aggregation import SERVED
+
+JSONObj = dict[str, Any]
+CRD = "/apis/worker.gpustack.ai/v1alpha1/instancetypes"
+V1 = "/apis/worker.gpustack.ai/v1/instancetypes"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+PATHS: tuple[tuple[str, str, dict[str, str]], ...] = (
+    ("CRD v1alpha1", CRD, {}),
+    ("v1 served", V1, {}),
+    ("v1 proxied", V1, {"benchProxied": "1"}),
+)
+"""(label, base path, extra query): the baseline first."""
+
+
+# ---- a raw client: bytes in, bytes out, so the client's own decoding weighs on no path -------------------
+class Raw:
+    """HTTPS to kube-apiserver with the sandbox kubeconfig's admin certificate."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        user = config["users"][0]["user"]
+        self.server = cluster["server"]
+        ctx = ssl.create_default_context(cafile=cluster["certificate-authority"])
+        ctx.load_cert_chain(user["client-certificate"], user["client-key"])
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=ctx, limit=0), timeout=aiohttp.ClientTimeout(total=None)
+        )
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def get(self, path: str, params: dict[str, str], accept: str = "application/json") -> bytes:
+        async with self.session.get(self.server + path, params=params, headers={"Accept": accept}) as resp:
+            body = await resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"GET {path} {params}: {resp.status} {body[:300]!r}")
+            return body
+
+    @contextlib.asynccontextmanager
+    async def watch(self, path: str, params: dict[str, str]) -> AsyncIterator[aiohttp.ClientResponse]:
+        query = {**params, "watch": "1", "timeoutSeconds": "600"}
+        async with self.session.get(self.server + path, params=query) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"WATCH {path}: {resp.status} {(await resp.read())[:300]!r}")
+            yield resp
+
+
+# ---- measuring -------------------------------------------------------------------------------------------
+@dataclass
+class Sampled:
+    label: str
+    latencies: list[float]
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.latencies)
+
+    @property
+    def p99(self) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+async def reads(raw: Raw, what: str, name: str | None, accept: str, samples: int) -> list[Sampled]:
+    """`samples` requests per path, the paths taking turns; the first round warms connections."""
+    found = [Sampled(label, []) for label, _, _ in PATHS]
+    for round_ in range(samples + 1):
+        for sampled, (_, base, extra) in zip(found, PATHS, strict=True):
+            path = f"{base}/{name}" if name else base
+            start = time.perf_counter()
+            await raw.get(path, dict(extra), accept)
+            if round_:
+                sampled.latencies.append(time.perf_counter() - start)
+    show(what, found)
+    return found
+
+
+def show(what: str, found: list[Sampled], unit: float = 1000.0) -> None:
+    base = found[0].p50
+    print(f"\n{what}")
+    for sampled in found:
+        print(
+            f"  {sampled.label:<14} p50 {sampled.p50 * unit:8.2f} ms  p99 {sampled.p99 * unit:8.2f} ms"
+            f"  ratio {sampled.p50 / base:5.2f}",
+            flush=True,
+        )
+
+
+@dataclass
+class FanOut:
+    """One path's watchers: each waits for `updates` MODIFIED events and records when they came."""
+
+    raw: Raw
+    base: str
+    watchers: int
+    updates: int
+    sent: dict[str, float]
+    received: list[tuple[str, float]]
+    opened: int = 0
+
+    def delays(self) -> list[float]:
+        """From each patch's answer to each watcher's event (a tie can come out just below zero)."""
+        return [max(0.0, at - self.sent[value]) for value, at in self.received]
+
+    async def watch(self, params: dict[str, str], all_open: asyncio.Event) -> None:
+        async with self.raw.watch(self.base, params) as resp:
+            self.opened += 1
+            if self.opened == self.watchers:
+                all_open.set()
+            got = 0
+            async for line in resp.content:
+                event = json.loads(line)
+                value = ((event["object"].get("metadata") or {}).get("labels") or {}).get("bench")
+                if event["type"] == "MODIFIED" and value:
+                    self.received.append((value, time.perf_counter()))
+                    got += 1
+                    if got == self.updates:
+                        return
+
+
+async def fan_out(raw: Raw, kube: Client, name: str, watchers: int, updates: int) -> list[Sampled]:
+    """Per path: `watchers` watches from the current version, `updates` patches, each event's delay."""
+    found = []
+    for index, (label, base, _) in enumerate(
+        PATHS[:2]
+    ):  # a watch is always proxied: "served" is the proxied path
+        version = json.loads(await raw.get(base, {"limit": "1"}))["metadata"]["resourceVersion"]
+        group = FanOut(raw, base, watchers, updates, {}, [])
+        all_open = asyncio.Event()
+        params = {"resourceVersion": version, "fieldSelector": f"metadata.name={name}"}
+        tasks = [asyncio.create_task(group.watch(params, all_open)) for _ in range(watchers)]
+        try:
+            await asyncio.wait_for(all_open.wait(), 60)
+            await asyncio.sleep(0.5)
+            for i in range(updates):
+                value = f"path{index}-{i}"
+                await kube.patch(resources.INSTANCE_TYPES, name, {"metadata": {"labels": {"bench": value}}})
+                group.sent[value] = time.perf_counter()
+                await asyncio.sleep(0.05)
+            await asyncio.wait_for(asyncio.gather(*tasks), 120)
+        finally:
+            for task in tasks:
+                task.cancel()
+        found.append(Sampled(label, group.delays()))
+    show(f"WATCH fan-out: {watchers} watchers x {updates} updates, delay from the patch's answer", found)
+    return found
+
+
+# ---- the worker and its objects ----------------------------------------------------------------------------
+async def worker_ready(worker: Worker) -> bool:
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{worker.health_port}/readyz") as resp,
+        ):
+            return resp.status == 200
+    except aiohttp.ClientConnectionError:
+        return False
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def settled(worker: Worker) -> None:
+    """Until the worker spends under a tenth of a core over two seconds (done reconciling new types)."""
+    assert worker.proc is not None
+    pid = worker.proc.pid
+
+    async def quiet() -> bool:
+        before = cpu_seconds(pid)
+        await asyncio.sleep(2)
+        return cpu_seconds(pid) - before < 0.2
+
+    await eventually(quiet, timeout=600, interval=0, what="the worker at rest")
+
+
+async def create_types(kube: Client, first: int, last: int) -> None:
+    def job(i: int) -> Any:
+        doc = cpu_type(f"bench-{i:04d}", resources.INSTANCE_TYPES.api_version)
+        doc["spec"]["unitResources"]["ram"] = f"{1 + i % 8}Gi"
+        return partial(kube.create, resources.INSTANCE_TYPES, doc)
+
+    start = time.perf_counter()
+    await bounded((job(i) for i in range(first, last)), concurrency=16)
+    print(f"created InstanceTypes {first}..{last - 1} in {time.perf_counter() - start:.1f}s", flush=True)
+
+
+async def served_count(raw: Raw, count: int) -> bool:
+    return len(json.loads(await raw.get(V1, {}))["items"]) >= count
+
+
+async def unregister(kube: Client) -> None:
+    await kube.delete(resources.MUTATING_WEBHOOKS, MUTATING_CONFIGURATION)
+    await kube.delete(resources.VALIDATING_WEBHOOKS, VALIDATING_CONFIGURATION)
+    for name in sorted({f"{r.version}.{r.group}" for r in SERVED}):
+        await kube.delete(resources.APISERVICES, name)
+
+
+def rss_mb(worker: Worker) -> float:
+    return worker.memory()[0]
+
+
+async def measure_at(raw: Raw, worker: Worker, count: int, args: argparse.Namespace) -> dict[str, float]:
+    await eventually(partial(served_count, raw, count), timeout=120, what=f"v1 lists {count} types")
+    await settled(worker)
+    rss = rss_mb(worker)
+    print(f"\n== {count} InstanceTypes; worker VmRSS {rss:.1f} MB", flush=True)
+    ratios = {}
+    for what, accept in (("JSON", "application/json"), ("Table", TABLE)):
+        found = await reads(raw, f"LIST of {count}, {what}", None, accept, args.samples)
+        ratios[f"LIST {count} {what}"] = found[1].p50 / found[0].p50
+    return ratios | {f"RSS {count}": rss}
+
+
+async def run(args: argparse.Namespace) -> None:
+    async with control_only_sandbox("bapi-") as box, await connect(box.kubeconfig) as kube:
+        raw = Raw(box.kubeconfig)
+        cert_dir = box.run_dir / "bench-worker-tls"
+        port = free_port()
+        worker = Worker(
+            box.kubeconfig,
+            box.run_dir / "bench-worker.log",
+            [f"--secure-port={port}", f"--cert-dir={cert_dir}", *args.worker_arg],
+        )
+        await worker.start()
+        try:
+            await eventually(partial(worker_ready, worker), timeout=180, what="the worker is ready")
+            summary: dict[str, float] = {}
+            await create_types(kube, 0, 100)
+            summary |= await measure_at(raw, worker, 100, args)
+            for what, accept in (("JSON", "application/json"), ("Table", TABLE)):
+                found = await reads(raw, f"GET of one, {what}", "bench-0007", accept, args.samples * 2)
+                summary[f"GET {what}"] = found[1].p50 / found[0].p50
+            watched = await fan_out(raw, kube, "bench-0003", args.watchers, args.updates)
+            summary["WATCH"] = watched[1].p50 / watched[0].p50
+            await create_types(kube, 100, args.types)
+            summary |= await measure_at(raw, worker, args.types, args)
+        finally:
+            if worker.proc is not None and worker.proc.returncode is None:
+                worker.proc.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(worker.proc.wait(), 60)
+            await unregister(kube)
+            await raw.close()
+    print("\nsummary (v1 served over the CRD, median latency; RSS in MB):")
+    for key, value in summary.items():
+        print(f"  {key:<22} {value:7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=100, help="requests per path per measure")
+    parser.add_argument("--types", type=int, default=1000, help="InstanceTypes for the large list")
+    parser.add_argument("--watchers", type=int, default=50, help="watches per path")
+    parser.add_argument("--updates", type=int, default=20, help="patches the watchers see")
+    parser.add_argument("--quick", action="store_true", help="20 samples, 10 watchers, 5 updates")
+    parser.add_argument("--worker-arg", action="append", default=[], help="an extra worker flag (repeatable)")
+    args = parser.parse_args()
+    if args.quick:
+        args.samples, args.watchers, args.updates = 20, 10, 5
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()
