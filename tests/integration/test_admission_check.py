@@ -155,17 +155,31 @@ async def set_setting(kube: Client, namespace: str, name: str, value: str) -> No
 
 
 async def h100_gated_by_check(kube: Client) -> str | None:
-    """The H100 queue Kueue accepts, gated by our check (Active); its type's entrance."""
+    """The H100 queue Kueue accepts, gated by our check (Active); its type's entrance. While not, an
+    AssertionError says what is missing (`eventually` reports the last one)."""
     check = await kube.get_or_none(ADMISSION_CHECKS, CHECK)
     queue = await kube.get_or_none(CLUSTER_QUEUES, H100)
     it = await kube.get_or_none(INSTANCE_TYPES, H100)
-    if conditions(check).get("Active") != "True" or conditions(queue).get("Active") != "True":
-        return None
     strategy = ((queue or {}).get("spec") or {}).get("admissionChecksStrategy") or {}
-    if [c.get("name") for c in strategy.get("admissionChecks") or []] != [CHECK]:
-        return None
     entrance = (((it or {}).get("status") or {}).get("entrance")) or None
-    return str(entrance) if entrance else None
+    state = {
+        "check Active": conditions(check).get("Active"),
+        "queue Active": conditions(queue).get("Active"),
+        "queue stopPolicy": ((queue or {}).get("spec") or {}).get("stopPolicy"),
+        "queue checks": [c.get("name") for c in strategy.get("admissionChecks") or []],
+        "type": None
+        if it is None
+        else ((it.get("status") or {}).get("phase"), (it.get("spec") or {}).get("inactive")),
+        "entrance": entrance,
+    }
+    ready = (
+        state["check Active"] == "True"
+        and state["queue Active"] == "True"
+        and state["queue checks"] == [CHECK]
+        and entrance
+    )
+    assert ready, f"not yet: {state}"
+    return str(entrance)
 
 
 @contextlib.asynccontextmanager

@@ -105,7 +105,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=_positive_float,
         default=50.0,
         metavar="QPS",
-        help="sustained requests per second to kube-apiserver, watches included (default: %(default)s)",
+        help="sustained requests per second of the controllers to kube-apiserver, watches included; the "
+        "aggregated API and webhooks use their own unlimited client (default: %(default)s)",
     )
     p.add_argument(
         "--kube-api-burst",

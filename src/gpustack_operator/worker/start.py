@@ -72,6 +72,7 @@ class _Worker:
         environment: Environment,
         settings: Mapping[str, str],
         metrics: Metrics,
+        api_client: Client | None = None,
     ) -> None:
         self.client = client
         self.options = options
@@ -94,7 +95,12 @@ class _Worker:
             self.manager, client=client, environment=environment, throttle=FAN_IN_THROTTLE
         )
         self.api = (
-            AggregatedAPI(client, options.aggregation, environment, _lookups(client, informers, environment))
+            AggregatedAPI(
+                api_client or client,
+                options.aggregation,
+                environment,
+                _lookups(api_client or client, informers, environment),
+            )
             if options.aggregation is not None
             else None
         )
@@ -166,8 +172,18 @@ async def run(options: WorkerOptions, environment: Environment, settings: Mappin
         burst=options.kube_api_burst,
         observer=metrics.observe_request,
     )
+    # The aggregated API and the webhooks get a client of their own, without the controllers' rate limit:
+    # kube-apiserver has already admitted (and rate-limited) the request we are serving, and a user's
+    # `kubectl get` must not queue behind a burst of controller writes.
+    api_client = (
+        await connect(options.kubeconfig, observer=metrics.observe_request)
+        if options.aggregation is not None
+        else None
+    )
     try:
-        worker = _Worker(client, options, environment, settings, metrics)
+        worker = _Worker(client, options, environment, settings, metrics, api_client)
         return await run_until_signal(worker.setup)
     finally:
+        if api_client is not None:
+            await api_client.close()
         await client.close()
