@@ -175,10 +175,29 @@ async def h100_gated_by_check(kube: Client) -> str | None:
     ready = (
         state["check Active"] == "True"
         and state["queue Active"] == "True"
+        and state["queue stopPolicy"] in (None, "None")
         and state["queue checks"] == [CHECK]
         and entrance
     )
     assert ready, f"not yet: {state}"
+    return str(entrance)
+
+
+async def h100_in_service(kube: Client) -> str:
+    """Wait for the H100 pool in service under a real worker; its entrance.
+
+    An earlier module's teardown deletes the inventory's ResourceFlavors while derived types and queues
+    remain, and the chain then drains the pool and marks its type inactive for good (an admin must bring a
+    pool that lost its nodes back, controllers.instancetype_queue). This clears that as an admin would.
+    """
+
+    async def in_service() -> str | None:
+        it = await kube.get_or_none(INSTANCE_TYPES, H100)
+        if it is not None and (it.get("spec") or {}).get("inactive") is True:
+            await kube.patch(INSTANCE_TYPES, H100, {"spec": {"inactive": None}})
+        return await h100_gated_by_check(kube)
+
+    entrance = await eventually(in_service, timeout=LONG, what="the H100 pool in service, gated by the check")
     return str(entrance)
 
 

@@ -23,7 +23,7 @@ from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, INSTANCE_TYPES, INSTANCES, PODS, SECRETS
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
-from tests.integration.test_admission_check import H100, LONG, h100_gated_by_check
+from tests.integration.test_admission_check import H100, LONG, h100_in_service
 from tests.integration.test_device_plugin import cards_of, ledger, stand_in_record
 from tests.integration.test_worker_aggregated_api import Kubectl
 from tests.integration.test_worker_webhooks import UNITS, create, instance
@@ -39,9 +39,7 @@ async def served(
     sandbox: Sandbox, kube: Client, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Served]:
     async with serving_worker(sandbox, kube, tmp_path_factory.mktemp("instances"), "inst-0") as served:
-        await eventually(
-            lambda: h100_gated_by_check(kube), timeout=LONG, what="the worker's H100 pool gated by the check"
-        )
+        await h100_in_service(kube)
         yield served
 
 
@@ -68,9 +66,10 @@ async def status_of(kube: Client, namespace: str, name: str) -> JSONObj:
 
 
 async def reaches(kube: Client, namespace: str, name: str, phase: str) -> JSONObj:
-    async def there() -> JSONObj | None:
+    async def there() -> JSONObj:
         status = await status_of(kube, namespace, name)
-        return status if status.get("phase") == phase else None
+        assert status.get("phase") == phase, f"not yet: {status}"
+        return status
 
     return await eventually(there, timeout=LONG, what=f"Instance {namespace}/{name} {phase}")
 

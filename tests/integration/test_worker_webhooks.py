@@ -34,7 +34,7 @@ from gpustack_operator.kube.resources import INSTANCE_TYPES, INSTANCES
 from gpustack_operator.nodefeature.queues import format_local_queue_name
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
-from tests.integration.test_admission_check import H100, LONG, h100_gated_by_check
+from tests.integration.test_admission_check import H100, LONG, h100_in_service
 from tests.integration.test_device_plugin import H100_MIB, allocation, cards_of, ledger, stand_in_record
 from tests.integration.test_worker_aggregated_api import Kubectl
 from tests.integration.worker_support import Served, serving_worker
@@ -308,7 +308,8 @@ INVALID_POD = re.compile(r'The Pod "hook-\w*" is invalid: ')
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def h100(kube: Client, served: Served) -> JSONObj:
-    """The worker's derived H100 InstanceType, once its status offers whole cards."""
+    """The worker's derived H100 InstanceType, in service, once its status offers whole cards."""
+    await h100_in_service(kube)
 
     async def offered() -> JSONObj | None:
         it = await kube.get_or_none(INSTANCE_TYPES, H100)
@@ -419,7 +420,8 @@ async def test_a_running_instance_keeps_its_image_and_may_be_stopped(
 
     async def running() -> bool:  # a stop is refused while it is Starting (§4.3)
         status = (await kube.get(INSTANCES, name, namespace)).get("status") or {}
-        return status.get("phase") == "Running"
+        assert status.get("phase") == "Running", f"not yet: {status}"
+        return True
 
     await eventually(running, timeout=LONG, what="the Instance running")
     patch = ("patch", "instances.worker.gpustack.ai", name, "-n", namespace, "--type=merge", "-p")
@@ -603,9 +605,7 @@ def test_fuzzed_reviews_never_get_a_5xx_and_every_well_formed_one_is_answered(se
 async def test_a_users_sliced_pod_is_folded_admitted_and_given_a_quarter_of_a_card(
     sandbox: Sandbox, kube: Client, kubectl: Kubectl, served: Served, kueue_namespace: str
 ) -> None:
-    entrance = await eventually(
-        lambda: h100_gated_by_check(kube), timeout=LONG, what="the worker's H100 pool gated by the check"
-    )
+    entrance = await h100_in_service(kube)
     manifest = queued_pod(kueue_namespace, entrance, {SLICED: "1", MEM_PCT: "25"})
     manifest["spec"]["tolerations"] = [{"operator": "Exists"}]
     pod, err = await create(kubectl, manifest)
