@@ -49,6 +49,7 @@ from gpustack_operator.kube.resources import (
     LOCAL_QUEUES,
     NAMESPACES,
     PODS,
+    RESOURCE_FLAVORS,
     SECRETS,
     WORKLOADS,
 )
@@ -162,7 +163,14 @@ async def h100_gated_by_check(kube: Client) -> str | None:
     it = await kube.get_or_none(INSTANCE_TYPES, H100)
     strategy = ((queue or {}).get("spec") or {}).get("admissionChecksStrategy") or {}
     entrance = (((it or {}).get("status") or {}).get("entrance")) or None
+    named = [
+        f["name"]
+        for group in ((queue or {}).get("spec") or {}).get("resourceGroups") or []
+        for f in group.get("flavors") or []
+    ]
+    flavors = {f["metadata"]["name"] for f in await kube.list(RESOURCE_FLAVORS)}
     state = {
+        "queue flavors missing": [name for name in named if name not in flavors] if named else "none named",
         "check Active": conditions(check).get("Active"),
         "queue Active": conditions(queue).get("Active"),
         "queue stopPolicy": ((queue or {}).get("spec") or {}).get("stopPolicy"),
@@ -177,6 +185,7 @@ async def h100_gated_by_check(kube: Client) -> str | None:
         and state["queue Active"] == "True"
         and state["queue stopPolicy"] in (None, "None")
         and state["queue checks"] == [CHECK]
+        and state["queue flavors missing"] == []
         and entrance
     )
     assert ready, f"not yet: {state}"
@@ -197,7 +206,15 @@ async def h100_in_service(kube: Client) -> str:
             await kube.patch(INSTANCE_TYPES, H100, {"spec": {"inactive": None}})
         return await h100_gated_by_check(kube)
 
-    entrance = await eventually(in_service, timeout=LONG, what="the H100 pool in service, gated by the check")
+    async def settled() -> str:
+        """In service, and still so 10 s later: a worker that has just started may recreate the pool's
+        flavors, and drain and mark the type inactive on the way (then clear it again)."""
+        entrance = await in_service()
+        await asyncio.sleep(10)
+        assert await in_service() == entrance, "the pool left service again"
+        return str(entrance)
+
+    entrance = await eventually(settled, timeout=LONG, what="the H100 pool in service, gated by the check")
     return str(entrance)
 
 
