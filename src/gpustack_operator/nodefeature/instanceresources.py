@@ -85,7 +85,7 @@ def _max_slices(feature: object) -> int:
 
 def instance_type_sliceable(instance_type: Mapping[str, Any]) -> bool:
     """The type's cards slice: its spec or observed detail names a slicing feature, or its sliced view
-    has capacity. The Instance webhook applies the same test before it treats percentages as a slice."""
+    has capacity. The Instance webhook asks this too before it treats percentages as a slice."""
     spec, status = _loose(instance_type.get("spec")), _loose(instance_type.get("status"))
     if spec.get("acceleratable") is not True:
         return False

@@ -24,6 +24,7 @@ from gpustack_operator.api.field import ErrorType, FieldError, forbidden, invali
 from gpustack_operator.api.quantity import Quantity, QuantityFormat, parse_quantity
 from gpustack_operator.api.types.instance import InstancePhase
 from gpustack_operator.apiserver.webhooks.instancetype import equal_ignoring_zero
+from gpustack_operator.nodefeature.instanceresources import instance_type_sliceable
 
 __all__ = [
     "DEFAULT_IMAGE_PULL_POLICY",
@@ -134,25 +135,6 @@ class _Type:
     cpu_once_max: Quantity
 
 
-def _max_slices(feature: object) -> int:
-    sizes = [
-        _mapping(_mapping(feature).get(mode)).get("maxSize") for mode in ("physicalSliced", "logicalSliced")
-    ]
-    return max((s for s in sizes if isinstance(s, int)), default=0)
-
-
-def _sliceable(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
-    """A type whose cards slice: its spec or observed detail names a slicing feature, or the sliced view
-    counts capacity (which only logically sliceable cards contribute)."""
-    detail = _mapping(status.get("detail"))
-    capacity = to_quantity(_mapping(status.get("acceleratorSliced")).get("capacity"))
-    return (
-        _max_slices(spec.get("feature")) > 0
-        or _max_slices(detail.get("slicedDetail")) > 0
-        or (capacity is not None and capacity > 0)
-    )
-
-
 def _once_max(status: Mapping[str, Any], view: str) -> Quantity:
     """``status.<view>.onceMaxRequest``; absent (not yet observed) reads as 0, as in Go."""
     return to_quantity(_mapping(status.get(view)).get("onceMaxRequest")) or Quantity(0)
@@ -165,7 +147,7 @@ def _type(instance_type: Mapping[str, Any]) -> _Type:
     return _Type(
         name=name if isinstance(name, str) else "",
         acceleratable=spec.get("acceleratable") is True,
-        sliceable=spec.get("acceleratable") is True and _sliceable(spec, status),
+        sliceable=instance_type_sliceable(instance_type),
         unit_cpu=to_quantity(units.get("cpu")),
         unit_ram=to_quantity(units.get("ram")),
         local_storage=to_quantity(spec.get("localStorage")),
