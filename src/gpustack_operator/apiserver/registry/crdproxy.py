@@ -38,7 +38,7 @@ from gpustack_operator.kube.client import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, 
 from gpustack_operator.kube.errors import KubeError
 from gpustack_operator.kube.resources import Resource
 
-__all__ = ["CRDProxy"]
+__all__ = ["CRDProxy", "decode_json"]
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ class CRDProxy:
 
     # ---- bodies ------------------------------------------------------------------------------------------
     async def _object_body(self, request: web.Request) -> JSONObj:
-        doc = _json(await request.read())
+        doc = decode_json(await request.read())
         if not isinstance(doc, dict):
             raise bad_request("the body of the request must be a JSON object")
         api_version = doc.get("apiVersion")
@@ -204,7 +204,7 @@ class CRDProxy:
         raw = await request.read()
         if not raw.strip():
             return None
-        doc = _json(raw)
+        doc = decode_json(raw)
         if not isinstance(doc, dict):
             raise bad_request("the body of the request must be a DeleteOptions object")
         return doc
@@ -227,7 +227,7 @@ class CRDProxy:
                     f"{doc.get('apiVersion')}, expected: {self.versions.served_api_version}"
                 )
             return content_type, self.versions.to_stored(doc)
-        doc = _json(raw)
+        doc = decode_json(raw)
         if content_type == MERGE_PATCH:
             if not isinstance(doc, dict):
                 raise bad_request("a merge patch must be a JSON object")
@@ -237,7 +237,8 @@ class CRDProxy:
         return content_type, doc
 
 
-def _json(raw: bytes) -> Any:
+def decode_json(raw: bytes) -> Any:
+    """A request body as JSON; kube's 400 when it is not."""
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:

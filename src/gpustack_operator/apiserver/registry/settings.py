@@ -17,7 +17,6 @@ whole Secret being unchanged (409 Conflict otherwise), and the write itself is a
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 from aiohttp import web
@@ -27,6 +26,7 @@ from gpustack_operator.api.keys import CATEGORY, CORE_GROUP, V1
 from gpustack_operator.api.schema.setting import SETTING
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
+from gpustack_operator.apiserver.registry.crdproxy import decode_json
 from gpustack_operator.apiserver.registry.representation import render_list, render_object
 from gpustack_operator.apiserver.requestinfo import is_watch
 from gpustack_operator.apiserver.status import (
@@ -122,10 +122,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def _decode(raw: bytes) -> JSONObj:
-    try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise bad_request(f"error decoding the request body as JSON: {e}") from None
+    doc = decode_json(raw)
     if not isinstance(doc, dict):
         raise bad_request("the body of the request must be a JSON object")
     return doc
