@@ -18,6 +18,7 @@ from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.settings.secret import SECRET_NAME
+from tests.helpers import eventually
 from tests.integration.test_worker_aggregated_api import Kubectl
 from tests.integration.worker_support import Served, serving_worker
 
@@ -51,9 +52,13 @@ async def test_settings_are_listed_with_their_values_and_explained(kubectl: Kube
     assert "instance-type-aware-cpu-manufacturer" in rows
     wide = await kubectl.ok("get", "set", OVERCOMMIT, "-n", served.namespace, "-o", "wide")
     assert "overcommit instance general resources" in wide
-    explained = await kubectl.ok("explain", "settings.spec")
-    assert "value" in explained
-    assert "GROUP:      gpustack.ai" in await kubectl.ok("explain", "settings")
+
+    async def explained() -> str | None:  # kube-apiserver aggregates our OpenAPI v3 a while after Available
+        rc, out, _ = await kubectl.run("explain", "settings")
+        return out if rc == 0 else None
+
+    assert "GROUP:      gpustack.ai" in await eventually(explained, timeout=90, what="our OpenAPI aggregated")
+    assert "value" in await kubectl.ok("explain", "settings.spec")
 
 
 async def test_a_setting_is_written_by_a_merge_patch_and_read_back(
