@@ -397,6 +397,144 @@ async def test_row15_unknown_field_is_refused_by_strict_validation(kubectl: Kube
     assert 'unknown field "spec.bogus"' in err
 
 
+async def test_row15_unknown_field_is_a_warning_with_validate_warn(
+    kubectl: Kubectl, kube: Client, served: Served
+) -> None:
+    """`--validate=warn` asks for fieldValidation=Warn: the CRD keeps the object, drops the field and says
+    so in a Warning header, which the proxy passes on for kubectl to print."""
+    name = f"agg-warn-{uuid.uuid4().hex[:6]}"
+    manifest = cpu_type(name)
+    manifest["spec"]["bogus"] = 1
+    rc, _, err = await kubectl.run("create", "-f", "-", "--validate=warn", stdin=json.dumps(manifest))
+    try:
+        assert rc == 0, err
+        assert 'Warning: unknown field "spec.bogus"' in err
+        assert "bogus" not in (await kube.get(INSTANCE_TYPES, name))["spec"]
+    finally:
+        await kube.delete(INSTANCE_TYPES, name)
+
+
+async def test_a_write_without_a_field_manager_is_owned_by_the_callers_user_agent(
+    sandbox: Sandbox, kube: Client, served: Served, instance_type: str
+) -> None:
+    """kube names the manager of a write that names none after the User-Agent; through the proxy too
+    (sent as the aggregator sends it, which passes the caller's User-Agent on)."""
+    status, body, _ = await asyncio.to_thread(
+        _direct,
+        sandbox,
+        served.port,
+        "PATCH",
+        f"/apis/worker.gpustack.ai/v1/instancetypes/{instance_type}",
+        json.dumps({"metadata": {"labels": {"by-agent": "yes"}}}).encode(),
+        {"Content-Type": "application/merge-patch+json", "User-Agent": "team-tool/2.1 (linux)"},
+    )
+    assert status == 200, body[:300]
+    fields = (await kube.get(INSTANCE_TYPES, instance_type))["metadata"].get("managedFields") or []
+    assert "team-tool" in {entry.get("manager") for entry in fields}
+
+
+def v1_instance(namespace: str, type_name: str) -> dict[str, Any]:
+    """A minimal Instance manifest in the served v1."""
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "Instance",
+        "metadata": {"generateName": "agg-inst-", "namespace": namespace},
+        "spec": {"type": type_name, "image": "busybox", "volume": {"ephemeral": {"capacity": "1Gi"}}},
+    }
+
+
+async def test_row07_instances_across_and_within_namespaces(
+    kubectl: Kubectl, kube: Client, instance_type: str, namespace: str
+) -> None:
+    other = f"agg-ns-{uuid.uuid4().hex[:6]}"
+    await kube.create(resources.NAMESPACES, {"metadata": {"name": other}})
+    try:
+        names = {}
+        for ns in (namespace, other):
+            out = await kubectl.ok(
+                "create", "-f", "-", "-o", "json", stdin=json.dumps(v1_instance(ns, instance_type))
+            )
+            created = json.loads(out)
+            assert created["apiVersion"] == "worker.gpustack.ai/v1"
+            names[ns] = created["metadata"]["name"]
+        every = await kubectl.ok("get", "instances", "-A")
+        lines = every.splitlines()
+        assert lines[0].split()[:3] == ["NAMESPACE", "NAME", "TYPE"]
+        rows = {tuple(line.split()[:3]) for line in lines[1:]}
+        assert {(ns, name, instance_type) for ns, name in names.items()} <= rows
+        within = await kubectl.ok("get", "inst", "-n", other, "-o", "name")
+        assert within.split() == [f"instance.worker.gpustack.ai/{names[other]}"]
+        listed = json.loads(await kubectl.ok("get", "--raw", "/apis/worker.gpustack.ai/v1/instances"))
+        assert listed["kind"] == "InstanceList"
+        assert {(i["metadata"]["namespace"], i["apiVersion"]) for i in listed["items"]} >= {
+            (namespace, "worker.gpustack.ai/v1"),
+            (other, "worker.gpustack.ai/v1"),
+        }
+        rc, _, err = await kubectl.run(
+            "create", "--raw", "/apis/worker.gpustack.ai/v1/instances", "-f", "-", stdin="{}"
+        )
+        assert rc != 0
+        assert 'create is not supported on resources of kind "Instance"' in err
+        await kubectl.ok("delete", "inst", names[namespace], "-n", namespace, "--timeout=60s")
+        assert await kube.get_or_none(resources.INSTANCES, names[namespace], namespace) is None
+    finally:
+        await kube.delete(resources.NAMESPACES, other)
+
+
+async def test_row25_a_namespace_holding_v1_instances_is_deleted(
+    kubectl: Kubectl, kube: Client, instance_type: str
+) -> None:
+    """The namespace controller discovers instances through our v1, lists and deletes them there."""
+    ns = f"agg-t-{uuid.uuid4().hex[:6]}"
+    await kubectl.ok("create", "ns", ns)
+    await kubectl.ok("-n", ns, "create", "-f", "-", stdin=json.dumps(v1_instance(ns, instance_type)))
+    await kubectl.ok("delete", "ns", ns, "--wait=false")
+    failures: set[str] = set()
+
+    async def gone() -> bool:
+        obj = await kube.get_or_none(resources.NAMESPACES, ns)
+        for condition in ((obj or {}).get("status") or {}).get("conditions") or []:
+            if condition.get("status") == "True" and condition.get("type") in (
+                "NamespaceDeletionContentFailure",
+                "NamespaceDeletionDiscoveryFailure",
+            ):
+                failures.add(f"{condition['type']}: {condition.get('message')}")
+        return obj is None
+
+    await eventually(gone, timeout=120, what=f"namespace {ns} deleted")
+    assert failures == set()
+
+
+async def test_devices_in_v1_with_their_card_counts(kubectl: Kubectl, kube: Client, served: Served) -> None:
+    """`kubectl get devs` reads the v1 Devices: cards in the ledger and how many are untouched; status is
+    a subresource written through v1."""
+    name = f"agg-node-{uuid.uuid4().hex[:6]}"
+    manifest = {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "Devices",
+        "metadata": {"name": name},
+        "spec": {"groups": []},
+    }
+    await kubectl.ok("create", "-f", "-", stdin=json.dumps(manifest))
+    try:
+        card = {"id": "GPU-0", "index": 0, "mode": 0, "allocated": 0, "remaining": 1600000}
+        busy = {"id": "GPU-1", "index": 1, "mode": 1, "allocated": 1600000, "remaining": 0}
+        ledger = {
+            "status": {"groups": [{"id": "h100", "manufacturer": "nvidia", "accelerators": [card, busy]}]}
+        }
+        await kubectl.ok(
+            "patch", "devs", name, "--subresource=status", "--type=merge", "-p", json.dumps(ledger)
+        )
+        out = await kubectl.ok("get", "devs", name)
+        header, row = (line.split() for line in out.splitlines()[:2])
+        assert header[:4] == ["NAME", "MANUFACTURER", "CARDS", "FREE"]
+        assert row[:4] == [name, "<none>", "2", "1"]
+        stored = await kube.get(resources.DEVICES, name)
+        assert len(stored["status"]["groups"][0]["accelerators"]) == 2
+    finally:
+        await kube.delete(resources.DEVICES, name)
+
+
 async def test_row16_17_client_and_server_side_apply(kubectl: Kubectl, kube: Client, served: Served) -> None:
     name = f"agg-apply-{uuid.uuid4().hex[:6]}"
     doc = cpu_type(name)

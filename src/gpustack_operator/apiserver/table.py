@@ -15,7 +15,7 @@ from typing import Any
 
 from gpustack_operator.apiserver.status import bad_request
 
-__all__ = ["Column", "human_duration", "partial_metadata", "table"]
+__all__ = ["NAME", "Column", "human_duration", "partial_metadata", "printer_column", "table"]
 
 JSONObj = dict[str, Any]
 
@@ -75,6 +75,40 @@ def age(obj: JSONObj, now: dt.datetime | None = None) -> str:
         return "<unknown>"
     created = dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
     return human_duration(((now or dt.datetime.now(dt.UTC)) - created).total_seconds())
+
+
+NAME = Column(
+    "Name",
+    lambda obj: str((obj.get("metadata") or {}).get("name", "")),
+    format="name",
+    description="Name must be unique within a namespace.",
+)
+"""The first column of every kind, as kube's own Tables start."""
+
+
+def printer_column(spec: JSONObj) -> Column:
+    """A Column from a CRD `additionalPrinterColumns` entry (a dotted `.a.b` jsonPath), so the v1 Table of a
+    kind shows what `kubectl get` shows for its CRD: a missing field is `<none>`, a date is an age."""
+    keys = [k for k in str(spec["jsonPath"]).split(".") if k]
+    kind = str(spec.get("type", "string"))
+
+    def cell(obj: JSONObj) -> Any:
+        value: Any = obj
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if kind == "date":
+            return age(obj) if keys == ["metadata", "creationTimestamp"] else str(value or "<unknown>")
+        if value is None:
+            return "<none>"
+        return str(value).lower() if isinstance(value, bool) else value
+
+    return Column(
+        str(spec["name"]),
+        cell,
+        type=kind,
+        description=str(spec.get("description", "")),
+        priority=int(spec.get("priority", 0)),
+    )
 
 
 def partial_metadata(obj: JSONObj) -> JSONObj:

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpustack_operator.api.keys import V1, V1ALPHA1, WORKER_GROUP
 
-__all__ = ["INSTANCE_TYPES", "VersionPair"]
+__all__ = ["INSTANCE_TYPES", "WORKER", "VersionPair"]
 
 JSONObj = dict[str, Any]
 
@@ -71,5 +71,7 @@ def _rewrite_row(row: Any, old: str, new: str) -> Any:
     return {**row, "object": _rewrite(row["object"], old, new)}
 
 
-INSTANCE_TYPES = VersionPair(WORKER_GROUP, V1, V1ALPHA1)
-"""InstanceType: v1 served by our aggregated API over the v1alpha1 CRD."""
+WORKER = VersionPair(WORKER_GROUP, V1, V1ALPHA1)
+"""Every worker.gpustack.ai kind (InstanceType, Devices, Instance): v1 served by our aggregated API over the
+v1alpha1 CRD."""
+INSTANCE_TYPES = WORKER

@@ -117,8 +117,11 @@ class Client:
         content_type: str = "application/json",
         timeout: float | None = 60.0,
         retries: int | None = None,
+        warnings: list[str] | None = None,
     ) -> JSONObj:
         """One API request, retrying transient failures up to `retries` times; returns the decoded body.
+        The `Warning` headers of a successful answer (kube's warn-codes: `fieldValidation=Warn`'s unknown
+        fields, deprecations) are appended to `warnings` when one is given.
 
         A request whose connection broke may have been applied before it broke, so a retried create can
         answer AlreadyExists; pass `retries=0` where a caller must see the first failure. Callers with a
@@ -135,6 +138,8 @@ class Client:
                     data = await resp.read()
                     if not 200 <= resp.status <= 299:
                         raise errors.from_response(resp.status, data, resp.headers.get("Retry-After"))
+                if warnings is not None:
+                    warnings.extend(resp.headers.getall("Warning", ()))
                 return json.loads(data) if data else {}
             except _broken() as exc:  # the answer was cut off or too slow
                 err: errors.KubeError = _unavailable(exc)

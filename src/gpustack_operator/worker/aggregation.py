@@ -24,7 +24,13 @@ from gpustack_operator.apiserver.authn import Authenticator
 from gpustack_operator.apiserver.authz import Authorizer
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.openapi import OpenAPI
-from gpustack_operator.apiserver.registry import instancetypeflavors, instancetypes, settings
+from gpustack_operator.apiserver.registry import (
+    devices,
+    instances,
+    instancetypeflavors,
+    instancetypes,
+    settings,
+)
 from gpustack_operator.apiserver.webhooks.kinds import worker_webhooks
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.apiserver.webhooks.server import WebhookRoutes, configurations, drifted
@@ -40,10 +46,18 @@ __all__ = ["AggregatedAPI", "AggregationOptions"]
 
 log = logging.getLogger(__name__)
 
-SERVED: Sequence[ServedResource] = (instancetypes.SERVED, instancetypeflavors.SERVED, settings.SERVED)
+SERVED: Sequence[ServedResource] = (
+    instancetypes.SERVED,
+    instancetypeflavors.SERVED,
+    devices.SERVED,
+    instances.SERVED,
+    settings.SERVED,
+)
 SCHEMAS = {
     instancetypes.SERVED.kind: instancetypes.SCHEMA,
     instancetypeflavors.SERVED.kind: instancetypeflavors.SCHEMA,
+    devices.SERVED.kind: devices.SCHEMA,
+    instances.SERVED.kind: instances.SCHEMA,
     settings.SERVED.kind: settings.SCHEMA,
 }
 """Every resource the aggregated API serves; their group versions get APIServices."""
@@ -105,6 +119,8 @@ class AggregatedAPI:
         routes: list[Routes] = [
             instancetypes.proxy(self.client, self.instance_types),
             instancetypeflavors.FlavorList(self.client, self.namespace),
+            devices.proxy(self.client),
+            instances.proxy(self.client),
             settings.SettingsAPI(self.client, self.namespace),
         ]
         if self.webhooks is not None:

@@ -6,11 +6,12 @@ import datetime as dt
 
 import pytest
 
+from gpustack_operator.api.crds import INSTANCE_COLUMNS
 from gpustack_operator.apiserver.negotiation import Representation
 from gpustack_operator.apiserver.registry.instancetypes import COLUMNS
 from gpustack_operator.apiserver.registry.representation import render_event, render_list
 from gpustack_operator.apiserver.status import StatusError
-from gpustack_operator.apiserver.table import age, human_duration, table
+from gpustack_operator.apiserver.table import age, human_duration, printer_column, table
 
 A100 = {
     "apiVersion": "worker.gpustack.ai/v1",
@@ -116,3 +117,13 @@ def test_age_column_counts_from_creation() -> None:
     now = dt.datetime(2026, 1, 1, 0, 0, 45, tzinfo=dt.UTC)
     assert age(A100, now) == "45s"
     assert age({"metadata": {}}, now) == "<unknown>"
+
+
+def test_printer_columns_of_a_crd_read_as_kubectl_shows_them_for_the_crd() -> None:
+    """The v1 Instance Table reuses the CRD's printer columns: a missing field is `<none>`, a boolean
+    prints as kube prints it, Age is an age."""
+    columns = [printer_column(c) for c in INSTANCE_COLUMNS]
+    created = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    obj = {"metadata": {"creationTimestamp": created}, "spec": {"type": "h100", "stop": True}}
+    assert [c.cell(obj) for c in columns] == ["h100", "<none>", "<none>", "true", "5m"]
+    assert [c.type for c in columns] == ["string", "string", "string", "boolean", "date"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from multidict import CIMultiDict
 
 from gpustack_operator.kube import errors, patches, resources
 from gpustack_operator.kube.client import JSON_PATCH, MERGE_PATCH, Client, connect, resource_of
@@ -34,11 +35,11 @@ class FakeResponse:
         status: int = 200,
         body: Any = None,
         *,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str] | list[tuple[str, str]] | None = None,
         chunks: list[bytes | BaseException] | None = None,
     ) -> None:
         self.status = status
-        self.headers = headers or {}
+        self.headers = CIMultiDict(headers or {})
         self._body = body
         self._chunks = chunks or []
         self.content = self
@@ -121,6 +122,19 @@ async def test_transient_failures_are_retried_with_backoff_until_the_server_answ
     assert await kube.request("GET", "/api/v1/namespaces/ns/configmaps/a") == {"metadata": {"name": "a"}}
     assert clock.sleeps == want_sleeps
     assert len(http.calls) == len(answers) + 1
+
+
+async def test_warning_headers_of_an_answer_are_handed_to_the_caller() -> None:
+    """fieldValidation=Warn answers 201 with one Warning header per unknown field; the aggregated API
+    passes them on to kubectl, which prints them."""
+    warned = [
+        ("Warning", '299 - "unknown field \\"spec.bogus\\""'),
+        ("Warning", '299 - "unknown field \\"spec.other\\""'),
+    ]
+    kube, _, _ = client(FakeResponse(201, {"metadata": {"name": "a"}}, headers=warned))
+    got: list[str] = []
+    await kube.request("POST", "/api/v1/namespaces/ns/configmaps", body={}, warnings=got)
+    assert got == [value for _, value in warned]
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,8 @@
 """A served version as a proxy over the CRD's stored version (guide §6; contract §3.1 `WithCurdProxy`).
 
+A namespaced resource is served under `/namespaces/<ns>/` with every verb, and across all namespaces
+(`kubectl get -A`) with list and watch only, as kube-apiserver does; the namespace goes to the CRD as is.
+
 Every verb goes to the CRD through the worker's own client (kube.Client) with the client's query
 parameters (selectors, limit/continue, resourceVersion(Match), watch, bookmarks, sendInitialEvents,
 dryRun, fieldManager, fieldValidation, force), and `apiVersion` is rewritten by conversion/ both ways.
@@ -21,6 +24,7 @@ from typing import Any
 
 import yaml
 from aiohttp import web
+from multidict import CIMultiDict
 
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
@@ -38,7 +42,7 @@ from gpustack_operator.kube.client import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, 
 from gpustack_operator.kube.errors import KubeError
 from gpustack_operator.kube.resources import Resource
 
-__all__ = ["CRDProxy", "decode_json"]
+__all__ = ["CRDProxy", "decode_json", "manager_from_user_agent"]
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +73,28 @@ class CRDProxy:
         self.stored = stored
         self.versions = versions
         self.columns = columns
+        if cache is not None and served.namespaced:
+            raise ValueError("cached reads serve cluster-scoped resources only")
         self.reads = CachedReads(stored, cache)
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
-        base = f"/apis/{self.served.group}/{self.served.version}/{self.served.plural}"
+        group_version = f"/apis/{self.served.group}/{self.served.version}"
+        base = f"{group_version}/{self.served.plural}"
+        if self.served.namespaced:
+            router.add_route("*", base, self.every_namespace)
+            base = f"{group_version}/namespaces/{{namespace}}/{self.served.plural}"
         router.add_route("*", base, self.collection)
         router.add_route("*", base + "/{name}", self.item)
         if any(name == "status" for name, _ in self.served.subresources):
             router.add_route("*", base + "/{name}/status", self.status)
 
     # ---- routes ------------------------------------------------------------------------------------------
+    async def every_namespace(self, request: web.Request) -> web.StreamResponse:
+        """A namespaced resource across all namespaces (`kubectl get -A`): list and watch only, as kube."""
+        if request.method in ("GET", "HEAD"):
+            return await self.collection(request)
+        raise method_not_allowed(_verb(request.method), self.served.kind)
+
     async def collection(self, request: web.Request) -> web.StreamResponse:
         if request.method in ("GET", "HEAD"):
             if is_watch(request.query):
@@ -119,7 +135,7 @@ class CRDProxy:
         obj = self.reads.get(name, params, rep)
         if obj is None:
             obj = await self.client.request(
-                "GET", self.stored.path(name, None, sub), params=params, retries=0
+                "GET", self.stored.path(name, _namespace(request), sub), params=params, retries=0
             )
         body = render_object(rep, self.versions.to_served(obj), self.columns, _include(request))
         return web.json_response(body)
@@ -129,7 +145,9 @@ class CRDProxy:
         params = _forwarded(request)
         doc = self.reads.list(params)
         if doc is None:
-            doc = await self.client.request("GET", self.stored.path(), params=params, retries=0)
+            doc = await self.client.request(
+                "GET", self.stored.path(None, _namespace(request)), params=params, retries=0
+            )
         body = render_list(rep, self.versions.to_served(doc), self.columns, _include(request))
         return web.json_response(body)
 
@@ -139,7 +157,7 @@ class CRDProxy:
         params = _forwarded(request)
         seconds = _seconds(params.get("timeoutSeconds"))
         async with self.client.stream(
-            self.stored.path(), params=params, read_timeout=seconds + WATCH_SLACK
+            self.stored.path(None, _namespace(request)), params=params, read_timeout=seconds + WATCH_SLACK
         ) as lines:
             resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
             resp.enable_chunked_encoding()
@@ -161,15 +179,17 @@ class CRDProxy:
     # ---- writes ------------------------------------------------------------------------------------------
     async def _create(self, request: web.Request) -> web.Response:
         body = await self._object_body(request)
+        warnings: list[str] = []
         created = await self.client.request(
             "POST",
-            self.stored.path(),
+            self.stored.path(None, _namespace(request)),
             body=self.versions.to_stored(body),
-            params=_forwarded(request),
+            params=_write_params(request),
             retries=0,
+            warnings=warnings,
         )
         self.reads.wrote(created)
-        return web.json_response(self.versions.to_served(created), status=201)
+        return _answer(self.versions.to_served(created), warnings, status=201)
 
     async def _write(
         self,
@@ -180,12 +200,20 @@ class CRDProxy:
         sub: str | None = None,
         content_type: str = "application/json",
     ) -> web.Response:
-        path = self.stored.path(name, None, sub) if name else self.stored.path()
+        namespace = _namespace(request)
+        path = self.stored.path(name, namespace, sub) if name else self.stored.path(None, namespace)
+        warnings: list[str] = []
         answer = await self.client.request(
-            method, path, body=body, params=_forwarded(request), content_type=content_type, retries=0
+            method,
+            path,
+            body=body,
+            params=_write_params(request, content_type),
+            content_type=content_type,
+            retries=0,
+            warnings=warnings,
         )
         self.reads.wrote(answer)
-        return web.json_response(self.versions.to_served(answer))
+        return _answer(self.versions.to_served(answer), warnings)
 
     # ---- bodies ------------------------------------------------------------------------------------------
     async def _object_body(self, request: web.Request) -> JSONObj:
@@ -260,12 +288,41 @@ def _forwarded(request: web.Request) -> dict[str, str]:
     return out
 
 
+def _write_params(request: web.Request, content_type: str = "") -> dict[str, str]:
+    """A write's parameters for the CRD. kube names the field manager of a write that names none after
+    the caller's User-Agent; the CRD would see ours, so it is named here as kube would have (an apply
+    must name one, and is left for the CRD to refuse)."""
+    params = _forwarded(request)
+    if request.method != "DELETE" and content_type != APPLY_PATCH and "fieldManager" not in params:
+        manager = manager_from_user_agent(request.headers.get("User-Agent", ""))
+        if manager:
+            params["fieldManager"] = manager
+    return params
+
+
+def manager_from_user_agent(user_agent: str) -> str:
+    """kube's default field manager: the User-Agent up to its first `/`, printable characters only, at
+    most 128 (`kubectl/v1.37.2 (linux/amd64) kubernetes/abc` -> `kubectl`)."""
+    return "".join(ch for ch in user_agent.split("/", 1)[0] if ch.isprintable())[:128]
+
+
+def _answer(doc: JSONObj, warnings: Sequence[str], status: int = 200) -> web.Response:
+    """The CRD's answer, with its `Warning` headers passed on (kubectl prints them as `Warning: ...`)."""
+    headers = CIMultiDict([("Warning", warning) for warning in warnings])
+    return web.json_response(doc, status=status, headers=headers)
+
+
 def _seconds(text: str | None) -> float:
     """The watch's own timeout (the API server validates the parameter; a bad one never gets this far)."""
     try:
         return max(float(text or DEFAULT_WATCH_SECONDS), 0.0)
     except ValueError:
         return DEFAULT_WATCH_SECONDS
+
+
+def _namespace(request: web.Request) -> str | None:
+    """The namespace the URL names; None on a cluster-scoped resource or an all-namespaces list."""
+    return request.match_info.get("namespace")
 
 
 def _include(request: web.Request) -> str:

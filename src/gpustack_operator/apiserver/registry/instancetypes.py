@@ -15,7 +15,7 @@ from gpustack_operator.api.schema.instancetype import INSTANCE_TYPE
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.registry.cachedreads import Informed
 from gpustack_operator.apiserver.registry.crdproxy import CRDProxy
-from gpustack_operator.apiserver.table import Column, age
+from gpustack_operator.apiserver.table import NAME, Column, age
 from gpustack_operator.conversion.apiversion import INSTANCE_TYPES as VERSIONS
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES as STORED
@@ -62,12 +62,7 @@ def _field(name: str) -> Callable[[JSONObj], str]:
 
 
 COLUMNS = (
-    Column(
-        "Name",
-        lambda obj: str((obj.get("metadata") or {}).get("name", "")),
-        format="name",
-        description="Name must be unique within a namespace.",
-    ),
+    NAME,
     Column("Entrance", _field("entrance"), description="The LocalQueue that workloads of this type join."),
     Column(
         "Accel.(Exclusive)",

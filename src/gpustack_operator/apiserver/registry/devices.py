@@ -1,0 +1,76 @@
+"""`devices.worker.gpustack.ai/v1`: the cluster-scoped v1alpha1 Devices CRD (one per node: its cards and
+their ledger) served as v1 (contract §2.1, short name `devs`).
+
+Every verb goes to the CRD (registry/crdproxy.py); the device manager and the chain keep writing
+v1alpha1. The CRD has no printer columns, so v1 adds what an admin looks for first: how many cards the
+node has, how many are untouched (no units allocated in the ledger), and their manufacturers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack_operator.api.keys import CATEGORY, KIND_DEVICES, PLURAL_DEVICES, V1, WORKER_GROUP
+from gpustack_operator.api.schema.devices import DEVICES
+from gpustack_operator.apiserver.discovery import ServedResource
+from gpustack_operator.apiserver.registry.crdproxy import CRDProxy
+from gpustack_operator.apiserver.table import NAME, Column, age
+from gpustack_operator.conversion.apiversion import WORKER
+from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.resources import DEVICES as STORED
+
+__all__ = ["COLUMNS", "SCHEMA", "SERVED", "proxy"]
+
+JSONObj = dict[str, Any]
+
+SERVED = ServedResource(
+    group=WORKER_GROUP,
+    version=V1,
+    plural=PLURAL_DEVICES,
+    singular="devices",
+    kind=KIND_DEVICES,
+    namespaced=False,
+    verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"),
+    short_names=("devs",),
+    categories=(CATEGORY,),
+    subresources=(("status", ("get", "patch", "update")),),
+)
+SCHEMA = DEVICES.openapi_schema()
+
+
+def _ledger(obj: JSONObj) -> list[tuple[str, JSONObj]]:
+    """(manufacturer, entry) of every card in the status ledger."""
+    groups = (obj.get("status") or {}).get("groups") or []
+    return [
+        (str(group.get("manufacturer", "")), card)
+        for group in groups
+        if isinstance(group, dict)
+        for card in group.get("accelerators") or []
+        if isinstance(card, dict)
+    ]
+
+
+def _manufacturers(obj: JSONObj) -> str:
+    groups = (obj.get("spec") or {}).get("groups") or []
+    names = sorted(
+        {str(g.get("manufacturer")) for g in groups if isinstance(g, dict) and g.get("manufacturer")}
+    )
+    return ",".join(names) or "<none>"
+
+
+COLUMNS = (
+    NAME,
+    Column("Manufacturer", _manufacturers, description="The manufacturers of the node's device groups."),
+    Column("Cards", lambda obj: len(_ledger(obj)), type="integer", description="Cards in the ledger."),
+    Column(
+        "Free",
+        lambda obj: sum(1 for _, card in _ledger(obj) if not card.get("allocated")),
+        type="integer",
+        description="Cards with no units allocated.",
+    ),
+    Column("Age", age, type="date", description="Time since creation."),
+)
+
+
+def proxy(client: Client) -> CRDProxy:
+    return CRDProxy(client, SERVED, STORED, WORKER, COLUMNS)
