@@ -128,11 +128,19 @@ class Authenticator:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
-        self._proxy_cas = load_pem_bundle(config.requestheader_ca_pem)
-        self._client_cas = load_pem_bundle(config.client_ca_pem)
+        self._proxy_cas: list[x509.Certificate] = []
+        self._client_cas: list[x509.Certificate] = []
+        self.update(config)
         self._review_token = review_token
         self._clock = clock
         self._tokens: dict[str, tuple[float, User | None]] = {}
+
+    def update(self, config: RequestHeaderConfig) -> None:
+        """Trust `config` from now on (kube-apiserver rotated its front-proxy CA or client CA); a caller
+        whose certificate only a replaced CA signed is no longer recognised."""
+        self._proxy_cas = load_pem_bundle(config.requestheader_ca_pem)
+        self._client_cas = load_pem_bundle(config.client_ca_pem)
+        self.config = config
 
     async def authenticate(self, peer_der: bytes | None, headers: CIMultiDictProxy[str]) -> User:
         """The caller of a request whose TLS peer certificate is `peer_der` (None: no certificate)."""

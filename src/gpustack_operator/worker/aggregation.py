@@ -5,6 +5,11 @@ proxy's CA); Prepare registers the routing Service (outside a cluster) and the A
 so the aggregator's first probe finds us, then the webhook configurations (same Service, port and CA);
 the controllers start only after every APIService reports Available (contract §3 startup order), or
 Prepare fails after `available_timeout` and the pod restarts.
+
+Keepers run beside the server, each until cancelled: the serving certificate reloader (`--cert-dir`),
+the CA bundle keeper (re-applies the registrations when `ca.crt` changes there), the front-proxy trust
+reloader (re-reads the trust ConfigMap), and the webhook configuration keeper (puts back what was
+deleted or edited).
 """
 
 from __future__ import annotations
@@ -64,6 +69,10 @@ SCHEMAS = {
 CONFIGURATION_KINDS = (resources.MUTATING_WEBHOOKS, resources.VALIDATING_WEBHOOKS)
 WEBHOOK_RECHECK = 30.0
 """Seconds between checks that our webhook configurations are still as we wrote them."""
+CA_RECHECK = 10.0
+"""Seconds between looks at `<cert-dir>/ca.crt` (a file read; the certificate reloader's pace)."""
+TRUST_RECHECK = 30.0
+"""Seconds between reads of the front proxy's trust ConfigMap."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,11 @@ class AggregatedAPI:
         self.listening = asyncio.Event()
         self.registered = asyncio.Event()
         self._configurations: list[dict[str, Any]] = []
+        self._port = options.secure_port
+        self.ca_pem = self.certs.ca_pem
+        """The CA bundle our APIServices and webhook configurations carry (`ca.crt`, or our own CA)."""
         self.ctx: ssl.SSLContext | None = None
+        self.authenticator: Authenticator | None = None
 
     @property
     def names(self) -> list[str]:
@@ -125,8 +138,9 @@ class AggregatedAPI:
         ]
         if self.webhooks is not None:
             routes.append(self.webhooks)
+        self.authenticator = Authenticator(config, delegation.token_reviewer(self.client))
         app = build_app(
-            Authenticator(config, delegation.token_reviewer(self.client)),
+            self.authenticator,
             Authorizer(delegation.access_reviewer(self.client)),
             SERVED,
             routes,
@@ -146,37 +160,91 @@ class AggregatedAPI:
     async def register(self) -> None:
         """The Prepare step: the routing Service (outside a cluster), our APIServices and webhooks."""
         await self.listening.wait()
-        port = self.options.secure_port
+        self._port = self.options.secure_port
         if not self.options.in_cluster:
             svc = registration.external_name_service(self.namespace, self.service)
             await self.client.apply(resources.SERVICES, svc)
         else:
-            port = await self._service_port()
+            self._port = await self._service_port()
+        await self._apply_registration("Prepare")
+        self.registered.set()
+
+    async def _apply_registration(self, why: str) -> None:
+        """Apply our APIServices and (when served) webhook configurations with the current CA bundle."""
         for group_version in sorted({(r.group, r.version) for r in SERVED}):
             body = registration.apiservice(
-                *group_version, self.namespace, self.service, port, self.certs.ca_pem
+                *group_version, self.namespace, self.service, self._port, self.ca_pem
             )
             await self.client.apply(resources.APISERVICES, body)
             log.info(
-                "Prepare: applied APIService %s -> %s/%s:%s",
+                "%s: applied APIService %s -> %s/%s:%s",
+                why,
                 body["metadata"]["name"],
                 self.namespace,
                 self.service,
-                port,
+                self._port,
             )
         if self.webhooks is not None:
             self._configurations = configurations(
-                self.webhooks.webhooks, self.namespace, self.service, port, self.certs.ca_pem
+                self.webhooks.webhooks, self.namespace, self.service, self._port, self.ca_pem
             )
             for res, body in zip(CONFIGURATION_KINDS, self._configurations, strict=True):
                 await self.client.apply(res, body)
                 log.info(
-                    "Prepare: applied %s %s (%d webhooks)",
+                    "%s: applied %s %s (%d webhooks)",
+                    why,
                     res.kind,
                     body["metadata"]["name"],
                     len(body["webhooks"]),
                 )
-            self.registered.set()
+
+    async def keep_ca_bundle(self) -> None:
+        """With `--cert-dir`: once registered, re-apply the APIServices and webhook configurations when
+        `ca.crt` changes (a CA rotation: kube-apiserver must trust the new serving certificate, which the
+        certificate reloader loads from the same directory). Runs until cancelled."""
+        await self.registered.wait()
+        if self.options.cert_dir is None:
+            return
+        ca_file = self.options.cert_dir / "ca.crt"
+        while True:
+            await asyncio.sleep(CA_RECHECK)
+            try:
+                ca = ca_file.read_bytes() if ca_file.is_file() else None
+            except OSError as err:
+                log.warning("Could not read %s: %s", ca_file, err)
+                continue
+            if not ca or ca == self.ca_pem or b"-----END CERTIFICATE-----" not in ca:
+                continue  # unchanged, absent, or half-written: looked at again next time
+            self.ca_pem = ca
+            try:
+                await self._apply_registration(f"CA bundle changed in {ca_file}")
+            except KubeError as err:
+                self.ca_pem = None  # differs from the file: retried at the next look
+                log.warning("Could not apply the new CA bundle: %s", err)
+
+    async def keep_trust(self) -> None:
+        """Once serving: every `TRUST_RECHECK` seconds, re-read the front proxy's trust ConfigMap, so a
+        rotated requestheader CA (or a changed allowed-names list) applies without a restart. The new CAs
+        join the TLS store (OpenSSL cannot drop one); which CA a caller may use is decided by the
+        Authenticator, which holds only the current ones. Runs until cancelled."""
+        await self.listening.wait()
+        while True:
+            await asyncio.sleep(TRUST_RECHECK)
+            if self.authenticator is None or self.ctx is None:
+                continue
+            try:
+                config = await delegation.load_request_header_config(self.client)
+            except KubeError as err:
+                log.warning("Could not re-read %s/%s: %s", *delegation.AUTH_CONFIGMAP, err)
+                continue
+            if config == self.authenticator.config:
+                continue
+            trusted = (config.requestheader_ca_pem + "\n" + config.client_ca_pem).strip()
+            if trusted:
+                self.ctx.load_verify_locations(cadata=trusted)
+                self.ctx.verify_mode = ssl.CERT_OPTIONAL  # none were trusted at start: now ask for them
+            self.authenticator.update(config)
+            log.info("Front-proxy trust reloaded from %s/%s", *delegation.AUTH_CONFIGMAP)
 
     async def keep_webhooks(self) -> None:
         """Once registered: every `WEBHOOK_RECHECK` seconds, put back a webhook configuration that was

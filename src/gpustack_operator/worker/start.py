@@ -123,10 +123,12 @@ class _Worker:
                     sup.spawn(f"{name} server", partial(health.serve, app, address, name=name))
         if self.api is not None:
             sup.spawn("aggregated API server", self.api.serve)
+            sup.spawn("front-proxy trust reloader", self.api.keep_trust)
             if self.api.webhooks is not None:
                 sup.spawn("webhook configuration keeper", self.api.keep_webhooks)
             if self.options.aggregation is not None and self.options.aggregation.cert_dir is not None:
                 sup.spawn("serving certificate reloader", self.api.reload_certificates)
+                sup.spawn("CA bundle keeper", self.api.keep_ca_bundle)
         sup.spawn("worker", self.prepare_then_start)
 
     async def prepare_then_start(self) -> None:

@@ -6,14 +6,20 @@ X-Remote-* headers; forged headers on any other connection never authenticate an
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
 import pytest_asyncio
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from multidict import CIMultiDict, CIMultiDictProxy
 
-from gpustack_operator.apiserver.authn import User
+from gpustack_operator.apiserver.authn import Authenticator, User
+from gpustack_operator.apiserver.status import StatusError
+from gpustack_operator.certs import pki
 from tests.unit.apiserver.tls_support import PKI, Server, make_pki, running_server
 
 DISCOVERY = "/apis/worker.gpustack.ai/v1"
@@ -128,3 +134,26 @@ async def test_bearer_token_is_reviewed_and_an_unknown_token_is_401(server: Serv
     assert server.reviews.seen[-1]["spec"]["user"] == "bob"
     status, _ = await call(server, DISCOVERY, None, {"Authorization": "Bearer forged"})
     assert status == 401
+
+
+async def test_a_rotated_front_proxy_ca_is_trusted_after_update_and_the_old_one_is_not(keys: PKI) -> None:
+    """kube-apiserver rotates its front-proxy CA in the trust ConfigMap; the worker's trust reloader
+    hands the new config to the Authenticator without a restart."""
+    new_ca = pki.new_ca("front-proxy-ca-2")
+    old_leaf = pki.issue(keys.proxy_ca, "front-proxy-client", client=True)
+    new_leaf = pki.issue(new_ca, "front-proxy-client", client=True)
+    headers = CIMultiDictProxy(CIMultiDict(MASTERS))
+    authenticator = Authenticator(keys.config())
+    assert (await authenticator.authenticate(_der(old_leaf.cert_pem), headers)).name == "admin"
+    with pytest.raises(StatusError) as refused:
+        await authenticator.authenticate(_der(new_leaf.cert_pem), headers)
+    assert refused.value.code == 401
+
+    authenticator.update(dataclasses.replace(keys.config(), requestheader_ca_pem=new_ca.cert_pem.decode()))
+    assert (await authenticator.authenticate(_der(new_leaf.cert_pem), headers)).name == "admin"
+    with pytest.raises(StatusError):
+        await authenticator.authenticate(_der(old_leaf.cert_pem), headers)
+
+
+def _der(pem: bytes) -> bytes:
+    return x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER)
