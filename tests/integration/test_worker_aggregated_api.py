@@ -741,8 +741,10 @@ _BODIES = st.one_of(
     _JSON.map(lambda doc: json.dumps(doc).encode()),
     st.fixed_dictionaries(
         {
-            "apiVersion": st.sampled_from(["worker.gpustack.ai/v1", "worker.gpustack.ai/v1alpha1", "v1"]),
-            "kind": st.sampled_from(["InstanceType", "Pod"]),
+            "apiVersion": st.sampled_from(
+                ["worker.gpustack.ai/v1", "worker.gpustack.ai/v1alpha1", "gpustack.ai/v1", "v1"]
+            ),
+            "kind": st.sampled_from(["InstanceType", "Instance", "Devices", "Setting", "Pod"]),
             "metadata": _JSON,
             "spec": _JSON,
         }
@@ -804,6 +806,16 @@ def test_fuzzed_requests_never_get_a_5xx_and_every_refusal_is_a_status(
     @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
     @given(
         method=st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"]),
+        collection=st.sampled_from(
+            [
+                "/apis/worker.gpustack.ai/v1/instancetypes",
+                "/apis/worker.gpustack.ai/v1/devices",
+                "/apis/worker.gpustack.ai/v1/namespaces/default/instances",
+                "/apis/worker.gpustack.ai/v1/instances",
+                "/apis/worker.gpustack.ai/v1/instancetypeflavors",
+                f"/apis/gpustack.ai/v1/namespaces/{served.namespace}/settings",
+            ]
+        ),
         name=_NAMES,
         status=st.booleans(),
         query=st.dictionaries(_QUERY_KEYS, st.text(max_size=12), max_size=4),
@@ -813,6 +825,7 @@ def test_fuzzed_requests_never_get_a_5xx_and_every_refusal_is_a_status(
     )
     def one(
         method: str,
+        collection: str,
         name: str,
         status: bool,
         query: dict[str, str],
@@ -820,7 +833,7 @@ def test_fuzzed_requests_never_get_a_5xx_and_every_refusal_is_a_status(
         content_type: str,
         accept: str,
     ) -> None:
-        path = "/apis/worker.gpustack.ai/v1/instancetypes"
+        path = collection
         if name:
             path += "/" + name + ("/status" if status else "")
         if method != "GET":
