@@ -69,11 +69,11 @@ def test_help_documents_every_flag_says_what_the_controllers_build_and_what_is_n
     ):
         assert flag in text
     assert "ResourceFlavor per node flavor, one ClusterQueue and InstanceType per hardware pool" in text
-    assert "serves instancetypes.v1.worker.gpustack.ai" in text
+    assert "serves instancetypes, devices and instances in worker.gpustack.ai/v1" in text
     assert "fold sliced-GPU Pod requests (memory-percentage or memory-mib) into units" in text
     assert "each Instance runs as one Pod in its type's queue" in text
     assert "settings.gpustack.ai/v1 serves the gpustack-settings Secret's keys as Settings" in text
-    assert "Not built yet: devices and instances in v1." in text
+    assert "a rotated ca.crt is re-registered" in text
     assert "--no-webhooks" in text
 
 

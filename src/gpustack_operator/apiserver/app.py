@@ -75,8 +75,8 @@ def build_app(
     openapi: OpenAPI | None = None,
     public_paths: frozenset[str] = frozenset(),
 ) -> web.Application:
-    """The application serving discovery for every group version in `served`, OpenAPI v3 when given, and
-    the handlers' routes. `public_paths` (the webhooks', which kube-apiserver calls without a client
+    """The application serving discovery for every group version in `served`, OpenAPI v2 and v3 when given,
+    and the handlers' routes. `public_paths` (the webhooks', which kube-apiserver calls without a client
     certificate) skip authentication and authorization."""
     app = web.Application(
         client_max_size=MAX_BODY_BYTES,

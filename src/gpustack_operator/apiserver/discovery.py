@@ -31,6 +31,12 @@ class ServedResource:
     categories: tuple[str, ...] = ()
     subresources: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """(name, verbs) of each subresource, e.g. ("status", ("get", "patch", "update"))."""
+    patch_types: tuple[str, ...] = (
+        "application/json-patch+json",
+        "application/merge-patch+json",
+        "application/apply-patch+yaml",
+    )
+    """The Content-Types PATCH accepts; OpenAPI advertises exactly these (never strategic merge, a 415)."""
 
     @property
     def api_version(self) -> str:

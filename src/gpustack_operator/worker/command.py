@@ -39,11 +39,11 @@ The controllers build the scheduling chain: node capacities and the worker NodeF
 ResourceFlavor per node flavor, one ClusterQueue and InstanceType per hardware pool, a LocalQueue per
 namespace, InstanceType status, the per-card admission check, and Instances. The aggregated API serves
 instancetypes, devices and instances in worker.gpustack.ai/v1 (kubectl get/explain instancetypes, devs,
-inst) over their v1alpha1 CRDs, and the computed, list-only instancetypeflavors. The webhooks default and check InstanceTypes and Instances and
-fold sliced-GPU Pod requests (memory-percentage or memory-mib) into units; each Instance runs as one Pod
-in its type's queue (spec.stop deletes it). settings.gpustack.ai/v1 serves the gpustack-settings Secret's
-keys as Settings (kubectl get/patch settings -n <system namespace>). With --cert-dir, a rotated ca.crt
-is re-registered and the serving certificate reloaded without a restart.
+inst) over their v1alpha1 CRDs, and the computed, list-only instancetypeflavors. The webhooks default and
+check InstanceTypes and Instances and fold sliced-GPU Pod requests (memory-percentage or memory-mib) into
+units; each Instance runs as one Pod in its type's queue (spec.stop deletes it). settings.gpustack.ai/v1
+serves the gpustack-settings Secret's keys as Settings (kubectl get/patch settings -n <system namespace>).
+With --cert-dir, a rotated ca.crt is re-registered and the serving certificate reloaded without a restart.
 SIGTERM stops it cleanly (exit code 0).
 """
 

@@ -59,6 +59,7 @@ SERVED = ServedResource(
     verbs=("get", "list", "patch", "update"),
     short_names=("set",),
     categories=(CATEGORY,),
+    patch_types=(MERGE_PATCH,),
 )
 SCHEMA = SETTING.openapi_schema()
 QUALIFIED: Final = f"{SERVED.plural}.{SERVED.group}"
