@@ -24,6 +24,7 @@ from gpustack_operator.kube.resources import INSTANCE_TYPES
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.settings.environment import DEFAULT_SERVICE_NAME
 from tests.helpers import eventually
+from tests.integration.test_worker_aggregated_api import cpu_type
 from tests.integration.worker_support import APISERVICE, SETTINGS_APISERVICE, Served, serving_worker
 
 
@@ -72,22 +73,7 @@ async def test_a_rotated_ca_is_re_registered_and_kube_apiserver_keeps_routing(
     await eventually(routed, timeout=60, what="v1 answered through kube-apiserver after the rotation")
     # and a webhook call (CREATE of an InstanceType is mutated by the worker) goes through too
     name = f"rot-{uuid.uuid4().hex[:6]}"
-    created = await kube.create(
-        INSTANCE_TYPES,
-        {
-            "apiVersion": INSTANCE_TYPES.api_version,
-            "kind": "InstanceType",
-            "metadata": {"name": name},
-            "spec": {
-                "acceleratable": False,
-                "generalGroup": "generic",
-                "os": "linux",
-                "arch": "amd64",
-                "unitResources": {"cpu": "1", "ram": "2Gi"},
-                "localStorage": "10Gi",
-            },
-        },
-    )
+    created = await kube.create(INSTANCE_TYPES, cpu_type(name, INSTANCE_TYPES.api_version))
     try:
         assert created["metadata"]["labels"]  # the mutating webhook labelled it
     finally:
