@@ -98,6 +98,9 @@ class Informer:
         self._synced = asyncio.Event()
         self._interner = Interner()
         self._running = False
+        self.keep_managed_fields = False
+        """Cache objects with their managedFields (dropped by default: no reconciler reads them). A
+        reader that serves them on (the aggregated API's cached GET) sets this before the first list."""
 
     @property
     def name(self) -> str:
@@ -252,7 +255,7 @@ class Informer:
     def _slim(self, obj: JSONObj) -> JSONObj:
         if len(self._interner) > INTERN_FLOOR + 8 * len(self.store):
             self._interner.reset()
-        return self._interner.slim(obj)
+        return self._interner.slim(obj, keep_managed_fields=self.keep_managed_fields)
 
     def _emit(self, method: str, key: str, *args: Any) -> None:
         for handler in tuple(self._handlers):

@@ -35,10 +35,10 @@ class Interner:
         """Forget the table (objects already slimmed keep sharing what they share)."""
         self._memo = {}
 
-    def slim(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """A copy of obj without metadata.managedFields, sharing keys and short strings."""
+    def slim(self, obj: dict[str, Any], *, keep_managed_fields: bool = False) -> dict[str, Any]:
+        """A copy of obj sharing keys and short strings, without metadata.managedFields unless kept."""
         meta = obj.get("metadata")
-        if isinstance(meta, dict) and "managedFields" in meta:
+        if not keep_managed_fields and isinstance(meta, dict) and "managedFields" in meta:
             obj = dict(obj, metadata={k: v for k, v in meta.items() if k != "managedFields"})
         return self._dict(obj)
 

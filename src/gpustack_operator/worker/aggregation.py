@@ -98,7 +98,10 @@ class AggregatedAPI:
         self.client = client
         types = lookups.instance_types_cache
         self.instance_types = types if isinstance(types, Informer) else None
-        """The shared informer of every InstanceType: v1 GET and LIST read it (None: the API server)."""
+        """The shared informer of every InstanceType: v1 GET, LIST and WATCH read it (None: the API
+        server); it keeps managedFields, which a plain GET and a watch serve on."""
+        if self.instance_types is not None:
+            self.instance_types.keep_managed_fields = True
         self.webhooks = (
             WebhookRoutes(worker_webhooks(lookups, environment.pod_namespace)) if options.webhooks else None
         )

@@ -143,9 +143,16 @@ def test_get_answers_tables_and_metadata_from_the_cache_and_misses_from_the_api(
     assert reads.get("b", {"somethingNew": "1"}, TABLE) is None
 
 
-def test_get_as_plain_json_goes_to_the_api_for_its_managed_fields(informer: Informer) -> None:
-    """kubectl apply --server-side reads managedFields through GET; the cache has dropped them."""
-    assert CachedReads(INSTANCE_TYPES, informer).get("b", {}, JSON) is None
+def test_get_as_plain_json_comes_from_the_cache_only_with_its_managed_fields(informer: Informer) -> None:
+    """kubectl apply --server-side reads managedFields through GET: a slimmed cached copy (no
+    managedFields) sends the GET to the API server; one the informer kept whole answers it."""
+    reads = CachedReads(INSTANCE_TYPES, informer)
+    assert reads.get("b", {}, JSON) is None
+    kept = instance_type("d", 98)
+    kept["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Apply"}]
+    informer.store.put("d", kept)
+    assert reads.get("d", {}, JSON) == kept
+    assert reads.get("d", {"resourceVersion": "200"}, JSON) is None  # the version rules still hold
 
 
 class API:

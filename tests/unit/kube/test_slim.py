@@ -32,6 +32,11 @@ def test_slim_object_equals_the_original_minus_managed_fields() -> None:
     assert "managedFields" in raw["metadata"]  # the input is left alone
 
 
+def test_managed_fields_are_kept_when_asked() -> None:
+    """The aggregated API's InstanceType informer keeps them: a plain GET and a watch serve them on."""
+    assert Interner().slim(node_from_wire("n1"), keep_managed_fields=True) == node_from_wire("n1")
+
+
 def test_objects_from_separate_documents_share_keys_and_short_values_but_not_long_ones() -> None:
     interner = Interner()
     a, b = interner.slim(node_from_wire("n1")), interner.slim(node_from_wire("n2"))

@@ -25,11 +25,11 @@ To the API server: `resourceVersionMatch=Exact`, `continue`, `sendInitialEvents`
 in `LIST_PARAMS`, a selector not parsed, an unsynced cache or one that lost its version (a 410 relist).
 
 GET: from the cache when the object is there (and the version rules above hold); a miss asks the API
-server, so a just-created object is never a false 404. The cache drops `metadata.managedFields` to save
-memory (kube/slim.py), so a GET in plain JSON always goes to the API server: `kubectl apply
---server-side` reads managedFields through GET to migrate client-side-apply ownership. Table and
-PartialObjectMetadata GETs, and every LIST, come from the cache without managedFields: kubectl hides
-them by default, and a user of `--show-managed-fields` sees them on one object, not in a cached list.
+server, so a just-created object is never a false 404. A GET in plain JSON must carry the object's
+`metadata.managedFields` (`kubectl apply --server-side` reads them through GET to migrate client-side-
+apply ownership), which informers drop to save memory (kube/slim.py): the worker's InstanceType informer
+keeps them (`Informer.keep_managed_fields`, set by the aggregated API), and a cached object without them
+is read from the API server instead.
 """
 
 from __future__ import annotations
@@ -120,10 +120,13 @@ class CachedReads:
             self.served += 1
 
     def _get(self, name: str, params: Mapping[str, str], rep: Representation) -> JSONObj | None:
-        if rep is Representation.JSON or not params.keys() <= GET_PARAMS:
+        if not params.keys() <= GET_PARAMS:
             return None
         store = self._store(params.get("resourceVersion", ""))
-        return store.get(name) if store is not None else None
+        obj = store.get(name) if store is not None else None
+        if obj is not None and rep is Representation.JSON and "managedFields" not in obj["metadata"]:
+            return None  # a slimmed copy: the plain object must carry its managedFields
+        return obj
 
     def _list(self, params: Mapping[str, str]) -> JSONObj | None:
         if not params.keys() <= LIST_PARAMS:

@@ -10,8 +10,9 @@ resourceVersions, continue tokens and the CRD's 410s pass through untouched: v1 
 revisions. The CRD's Status errors come back with their code, reason and message. Status-subresource rules
 (create drops status, /status writes only status) are the CRD's own, since /status goes to /status.
 Watches are streamed event by event, never buffered; a client that goes away cancels the upstream watch.
-GET and LIST may be answered from the worker's informer cache instead (registry/cachedreads.py says when);
-the answer is rendered by the same code either way.
+GET and LIST may be answered from the worker's informer cache instead (registry/cachedreads.py says when),
+and WATCH from its one upstream watch (registry/watchcache.py); the answer is rendered by the same code
+either way.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
 from gpustack_operator.apiserver.registry.cachedreads import CachedReads, Informed
 from gpustack_operator.apiserver.registry.representation import render_event, render_list, render_object
+from gpustack_operator.apiserver.registry.watchcache import Events, WatchCache, watch_cache
 from gpustack_operator.apiserver.requestinfo import is_watch
 from gpustack_operator.apiserver.status import (
     bad_request,
@@ -76,6 +78,7 @@ class CRDProxy:
         if cache is not None and served.namespaced:
             raise ValueError("cached reads serve cluster-scoped resources only")
         self.reads = CachedReads(stored, cache)
+        self.watches = watch_cache(stored, cache)
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         group_version = f"/apis/{self.served.group}/{self.served.version}"
@@ -155,26 +158,39 @@ class CRDProxy:
         rep = negotiate(request.headers.get("Accept", ""), is_list=False)
         include = _include(request)
         params = _forwarded(request)
-        seconds = _seconds(params.get("timeoutSeconds"))
-        async with self.client.stream(
-            self.stored.path(None, _namespace(request)), params=params, read_timeout=seconds + WATCH_SLACK
-        ) as lines:
+
+        def encode(stored: JSONObj, first: bool) -> bytes:
+            event = self.versions.event_to_served(stored)
+            out = render_event(rep, event, self.columns, include, headers=first)
+            return json.dumps(out, separators=(",", ":")).encode() + b"\n"
+
+        async def send(events: Events, shared: WatchCache | None) -> web.StreamResponse:
             resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
             resp.enable_chunked_encoding()
             await resp.prepare(request)
             first = True
             try:
-                async for line in lines:
-                    event = self.versions.event_to_served(json.loads(line))
-                    out = render_event(rep, event, self.columns, include, headers=first)
+                async for stored in events:
+                    if shared is None:
+                        await resp.write(encode(stored, first))
+                    else:
+                        await resp.write(shared.encoded(stored, first, (rep, include), encode))
                     first = False
-                    await resp.write(json.dumps(out, separators=(",", ":")).encode() + b"\n")
             except (KubeError, ValueError) as e:  # the headers are out: end the stream; clients re-watch
                 log.info("Watch of %s upstream ended: %s", self.served.plural, e)
             except (ConnectionResetError, asyncio.CancelledError):
                 log.debug("Watch of %s ended by the client", self.served.plural)
                 raise
-        return resp
+            return resp
+
+        cached = self.watches.open(params, floor=self.reads.floor) if self.watches else None
+        if cached is not None:  # served from the informer's one upstream watch (registry/watchcache.py)
+            return await send(cached, self.watches)
+        seconds = _seconds(params.get("timeoutSeconds"))
+        async with self.client.stream(
+            self.stored.path(None, _namespace(request)), params=params, read_timeout=seconds + WATCH_SLACK
+        ) as lines:
+            return await send((json.loads(line) async for line in lines), None)
 
     # ---- writes ------------------------------------------------------------------------------------------
     async def _create(self, request: web.Request) -> web.Response:
