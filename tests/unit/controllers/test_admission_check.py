@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack_operator.controllers import admission_check, admission_check_active
-from gpustack_operator.kube.resources import ADMISSION_CHECKS, DEVICES, RESOURCE_FLAVORS, WORKLOADS
+from gpustack_operator.kube.resources import (
+    ADMISSION_CHECKS,
+    CLUSTER_QUEUES,
+    DEVICES,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+)
 
 from .chain_world import World, world
 
@@ -186,6 +192,43 @@ async def test_nothing_is_written_at_rest_nor_on_evicted_finished_or_admitted_wo
         w.put(DEVICES, devices("node-b", free(7, held=1)))
         await w.settle()
         assert w.writes_since(start) == []
+
+
+def unlisted(name: str, cards: int, queue: str) -> JSONObj:
+    """A workload whose quota `queue` reserved before Kueue's workload controller listed any check."""
+    wl = workload(name, cards)
+    wl["status"]["admission"]["clusterQueue"] = queue
+    wl["status"]["admissionChecks"] = []
+    return wl
+
+
+def cluster_queue(name: str, *rules: JSONObj) -> JSONObj:
+    return {"metadata": {"name": name}, "spec": {"admissionChecksStrategy": {"admissionChecks": list(rules)}}}
+
+
+async def test_the_entry_is_written_once_quota_is_reserved_without_waiting_for_kueue_to_list_it() -> None:
+    """Kueue's workload controller lags its scheduler under load: a queue that names the check gets our
+    decision right after the reservation; a queue that does not, or names it for other flavors, none."""
+    async with world(admission_check.controller) as w:
+        await pool(w, free(8), free(8))
+        w.put(CLUSTER_QUEUES, cluster_queue("checked", {"name": CHECK}))
+        w.put(CLUSTER_QUEUES, cluster_queue("plain", {"name": "other"}))
+        w.put(CLUSTER_QUEUES, cluster_queue("elsewhere", {"name": CHECK, "onFlavors": ["another-flavor"]}))
+        w.put(WORKLOADS, unlisted("early", 2, "checked"))
+        w.put(WORKLOADS, unlisted("plain", 2, "plain"))
+        w.put(WORKLOADS, unlisted("elsewhere", 2, "elsewhere"))
+        await w.settle(
+            lambda: any(
+                e["name"] == CHECK for e in w.get(WORKLOADS, f"{NS}/early")["status"]["admissionChecks"]
+            )
+        )
+        written = entry(w, "early")
+        assert (written["state"], written["message"]) == ("Ready", READY)
+        assert written["lastTransitionTime"]
+        await w.settle()
+        assert [write.body["metadata"]["name"] for write in w.client.of("apply/status", "Workload")] == [
+            "early"
+        ]
 
 
 async def test_the_node_devices_check_is_kept_active() -> None:
