@@ -388,30 +388,3 @@ async def test_the_proxy_renders_a_cached_watch_as_it_renders_the_crds_watch(acc
     else:
         assert served["object"]["kind"] == "Table"
         assert served["object"]["columnDefinitions"]
-
-
-async def test_a_caught_up_watcher_is_written_from_the_handler_in_order_until_it_stops_reading() -> None:
-    """Pushing: a caught-up watcher's changes are written as the informer takes them, its task left
-    asleep; a client that is gone or not reading ends its watch (the client re-watches)."""
-    async with cached(it("a", 5)) as (api, informer, cache):
-        written: list[tuple[str, str]] = []
-        reading = True
-
-        def push(event: JSONObj) -> bool:
-            written.append((event["type"], event["object"]["metadata"]["resourceVersion"]))
-            return reading
-
-        stream = opened(cache, resourceVersion="10")
-        stream.push_with(push)
-        task = asyncio.ensure_future(anext(stream))
-        await eventually(lambda: stream in cache._pushing, timeout=5)
-        api.send(event("MODIFIED", it("a", 11)), event("ADDED", it("b", 12)))
-        await reached(informer, 12)
-        assert written == [("MODIFIED", "11"), ("ADDED", "12")]
-        assert not task.done()  # written without waking the watch's task
-        reading = False
-        api.send(event("MODIFIED", it("b", 13)))
-        with pytest.raises(StopAsyncIteration):
-            await asyncio.wait_for(task, 5)
-        assert written[-1] == ("MODIFIED", "13")
-        assert stream not in cache._pushing

@@ -31,7 +31,7 @@ from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
 from gpustack_operator.apiserver.registry.cachedreads import CachedReads, Informed
 from gpustack_operator.apiserver.registry.representation import render_event, render_list, render_object
-from gpustack_operator.apiserver.registry.watchcache import CachedWatch, Events, WatchCache, watch_cache
+from gpustack_operator.apiserver.registry.watchcache import Events, WatchCache, watch_cache
 from gpustack_operator.apiserver.requestinfo import is_watch
 from gpustack_operator.apiserver.status import (
     bad_request,
@@ -52,8 +52,6 @@ JSONObj = dict[str, Any]
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH)
 WATCH_SLACK = 60.0
 """Seconds of upstream silence tolerated beyond the watch's own timeout before it counts as dead."""
-PUSH_BUFFER = 4 * 1024 * 1024
-"""Bytes a watch client may leave unread before a change pushed to it ends its watch (it re-watches)."""
 DEFAULT_WATCH_SECONDS = 3600.0
 """The longest kube-apiserver keeps a watch open when the client names no timeout (30-60 min)."""
 _OURS = frozenset({"includeObject"})
@@ -166,37 +164,18 @@ class CRDProxy:
             out = render_event(rep, event, self.columns, include, headers=first)
             return json.dumps(out, separators=(",", ":")).encode() + b"\n"
 
-        def line(stored: JSONObj, first: bool, shared: WatchCache | None) -> bytes:
-            if shared is None:
-                return encode(stored, first)
-            return shared.encoded(stored, first, (rep, include), encode)
-
-        async def send(
-            events: Events, shared: WatchCache | None, cached: CachedWatch | None = None
-        ) -> web.StreamResponse:
+        async def send(events: Events, shared: WatchCache | None) -> web.StreamResponse:
             resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
             resp.enable_chunked_encoding()
             await resp.prepare(request)
-            await resp.write(b"")  # the headers go now, as kube's do, not with a first event
-            sent = 0
-            transport = request.transport
-            if cached is not None and transport is not None:
-
-                def push(stored: JSONObj) -> bool:
-                    """One event written at once, framed as a chunk (the response is chunked)."""
-                    nonlocal sent
-                    if transport.is_closing() or transport.get_write_buffer_size() > PUSH_BUFFER:
-                        return False
-                    data = line(stored, sent == 0, shared)
-                    transport.write(b"%x\r\n%b\r\n" % (len(data), data))
-                    sent += 1
-                    return True
-
-                cached.push_with(push)
+            first = True
             try:
                 async for stored in events:
-                    await resp.write(line(stored, sent == 0, shared))
-                    sent += 1
+                    if shared is None:
+                        await resp.write(encode(stored, first))
+                    else:
+                        await resp.write(shared.encoded(stored, first, (rep, include), encode))
+                    first = False
             except (KubeError, ValueError) as e:  # the headers are out: end the stream; clients re-watch
                 log.info("Watch of %s upstream ended: %s", self.served.plural, e)
             except (ConnectionResetError, asyncio.CancelledError):
@@ -206,7 +185,7 @@ class CRDProxy:
 
         cached = self.watches.open(params, floor=self.reads.floor) if self.watches else None
         if cached is not None:  # served from the informer's one upstream watch (registry/watchcache.py)
-            return await send(cached, self.watches, cached)
+            return await send(cached, self.watches)
         seconds = _seconds(params.get("timeoutSeconds"))
         async with self.client.stream(
             self.stored.path(None, _namespace(request)), params=params, read_timeout=seconds + WATCH_SLACK

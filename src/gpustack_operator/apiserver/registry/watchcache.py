@@ -76,8 +76,6 @@ Events = AsyncIterator[JSONObj]
 """Stored-version watch events, `{"type": ..., "object": ...}`, as an upstream watch's lines decode."""
 Encode = Callable[[JSONObj, bool], bytes]
 """An event as one line of the client's stream; the flag: it is the stream's first."""
-Push = Callable[[JSONObj], bool]
-"""Writes one event to a caught-up client at once; False: the client is gone or not reading (it ends)."""
 
 WATCH_PARAMS = frozenset(
     {
@@ -175,8 +173,6 @@ class WatchCache:
         self._epoch = 0
         """Bumped when continuity breaks: streams opened in an older epoch end."""
         self._arrived = asyncio.Event()
-        self._pushing: set[CachedWatch] = set()
-        """Caught-up watchers written to from the informer's handler, without waking their tasks."""
         self._encoded: dict[tuple[int, bool, Hashable], tuple[JSONObj, bytes]] = {}
         self._attaching = True
         informer.add_handler(self)  # replays the cached objects as adds: not changes, ignored
@@ -207,8 +203,6 @@ class WatchCache:
             self._since = self._changes[extra - 1].version
             del self._changes[:extra]
             self._first += extra
-        for watcher in tuple(self._pushing):
-            watcher._deliver()
         self._wake()
 
     # ---- continuity -------------------------------------------------------------------------------------
@@ -226,8 +220,6 @@ class WatchCache:
 
     def _break(self) -> None:
         """End every stream and empty the ring."""
-        for watcher in tuple(self._pushing):
-            watcher._unpush()
         if self._since is None and not self._changes:
             return
         self._first += len(self._changes)
@@ -345,15 +337,6 @@ class CachedWatch:
         now = asyncio.get_running_loop().time()
         self._deadline = now + seconds
         self._next_bookmark = now + cache.bookmark_every
-        self._push: Push | None = None
-        self._woken = asyncio.Event()
-        """Set when a pushed watcher must look at the ring again (it ended, or continuity broke)."""
-
-    def push_with(self, push: Push) -> None:
-        """Once caught up, have each change written by `push` from the informer's handler, in order,
-        instead of waking this watch's task for it: 50 watchers of one change then cost 50 writes, not
-        50 task switches and 50 trips through the response's writer."""
-        self._push = push
 
     def start(self, cursor: int | None, pending: list[JSONObj]) -> None:
         """Send `pending` first, then the changes from sequence number `cursor` (None: none, end)."""
@@ -392,50 +375,15 @@ class CachedWatch:
                 return cache._bookmark()
             wake = min(self._deadline, self._next_bookmark) if self._bookmarks else self._deadline
             arrived = cache._arrived
-            if self._push is not None:  # caught up: later changes are written by _deliver meanwhile
-                self._woken = asyncio.Event()
-                cache._pushing.add(self)
-                arrived = self._woken
             try:
                 async with asyncio.timeout_at(wake):
                     await arrived.wait()
             except TimeoutError:
                 pass
-            finally:
-                cache._pushing.discard(self)
         raise StopAsyncIteration
-
-    def _deliver(self) -> None:
-        """Called by the cache, in its handler, with a change appended: write what this watcher has not
-        been sent. The ring and the cursor stay the truth; pushing only saves the task its wake-up."""
-        cache, push = self._cache, self._push
-        assert push is not None
-        while self._cursor is not None and self._cursor < cache._next:
-            if self._cursor < cache._first:
-                cache.overflowed += 1
-                self._end("the watcher fell behind")
-                break
-            change = cache._changes[self._cursor - cache._first]
-            self._cursor += 1
-            event = change.seen_through(self._match)
-            try:
-                sent = event is None or push(event)
-            except Exception:  # one client's failure must not reach the informer or other watchers
-                log.exception("cached watch of %s: writing an event failed", cache.stored.plural)
-                sent = False
-            if not sent:
-                self._end("the client is gone or not reading")
-        if self._cursor is None:
-            self._unpush()
-
-    def _unpush(self) -> None:
-        """Stop pushing; the task looks at the ring (and its end) itself."""
-        self._cache._pushing.discard(self)
-        self._woken.set()
 
     async def aclose(self) -> None:
         self._end("closed")
-        self._cache._pushing.discard(self)
 
     def _end(self, why: str) -> None:
         if self._cursor is not None:
