@@ -168,6 +168,7 @@ class CRDProxy:
             resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
             resp.enable_chunked_encoding()
             await resp.prepare(request)
+            await resp.write(b"")  # the headers go now, as kube's do, not with a first event
             first = True
             try:
                 async for stored in events:
