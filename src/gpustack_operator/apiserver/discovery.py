@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_operator.kube.client import APPLY_PATCH, JSON_PATCH, MERGE_PATCH
+
 __all__ = ["ServedResource", "resource_list"]
 
 JSONObj = dict[str, Any]
@@ -31,12 +33,9 @@ class ServedResource:
     categories: tuple[str, ...] = ()
     subresources: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """(name, verbs) of each subresource, e.g. ("status", ("get", "patch", "update"))."""
-    patch_types: tuple[str, ...] = (
-        "application/json-patch+json",
-        "application/merge-patch+json",
-        "application/apply-patch+yaml",
-    )
-    """The Content-Types PATCH accepts; OpenAPI advertises exactly these (never strategic merge, a 415)."""
+    patch_types: tuple[str, ...] = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH)
+    """The Content-Types PATCH accepts (any other is a 415, strategic merge included); the handlers check
+    a request against these and OpenAPI advertises exactly these."""
 
     @property
     def api_version(self) -> str:

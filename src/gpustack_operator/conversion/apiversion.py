@@ -13,7 +13,7 @@ from typing import Any
 
 from gpustack_operator.api.keys import V1, V1ALPHA1, WORKER_GROUP
 
-__all__ = ["INSTANCE_TYPES", "WORKER", "VersionPair"]
+__all__ = ["WORKER", "VersionPair"]
 
 JSONObj = dict[str, Any]
 
@@ -74,4 +74,3 @@ def _rewrite_row(row: Any, old: str, new: str) -> Any:
 WORKER = VersionPair(WORKER_GROUP, V1, V1ALPHA1)
 """Every worker.gpustack.ai kind (InstanceType, Devices, Instance): v1 served by our aggregated API over the
 v1alpha1 CRD."""
-INSTANCE_TYPES = WORKER

@@ -163,7 +163,6 @@ class AggregatedAPI:
     async def register(self) -> None:
         """The Prepare step: the routing Service (outside a cluster), our APIServices and webhooks."""
         await self.listening.wait()
-        self._port = self.options.secure_port
         if not self.options.in_cluster:
             svc = registration.external_name_service(self.namespace, self.service)
             await self.client.apply(resources.SERVICES, svc)

@@ -40,16 +40,19 @@ from gpustack_operator.apiserver.status import (
 )
 from gpustack_operator.apiserver.table import Column
 from gpustack_operator.conversion.apiversion import VersionPair
-from gpustack_operator.kube.client import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, Client
+from gpustack_operator.kube.client import APPLY_PATCH, MERGE_PATCH, Client
 from gpustack_operator.kube.errors import KubeError
 from gpustack_operator.kube.resources import Resource
 
-__all__ = ["CRDProxy", "decode_json", "manager_from_user_agent"]
+__all__ = ["STATUS_SUBRESOURCE", "VERBS", "CRDProxy", "decode_json", "manager_from_user_agent", "patch_type"]
 
 log = logging.getLogger(__name__)
 
 JSONObj = dict[str, Any]
-PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH)
+VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+"""Every verb a proxied resource serves: what its discovery entry publishes."""
+STATUS_SUBRESOURCE = (("status", ("get", "patch", "update")),)
+"""The status subresource as a proxied resource serves it (`/status` goes to the CRD's `/status`)."""
 WATCH_SLACK = 60.0
 """Seconds of upstream silence tolerated beyond the watch's own timeout before it counts as dead."""
 DEFAULT_WATCH_SECONDS = 3600.0
@@ -255,9 +258,7 @@ class CRDProxy:
         return doc
 
     async def _patch_body(self, request: web.Request) -> tuple[str, Any]:
-        content_type = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
-        if content_type not in PATCH_TYPES:
-            raise unsupported_media_type(PATCH_TYPES)
+        content_type = patch_type(request, self.served)
         raw = await request.read()
         if content_type == APPLY_PATCH:
             try:
@@ -280,6 +281,14 @@ class CRDProxy:
         if not isinstance(doc, list):
             raise bad_request("a JSON patch must be a JSON array of operations")
         return content_type, doc
+
+
+def patch_type(request: web.Request, served: ServedResource) -> str:
+    """The PATCH request's Content-Type (parameters dropped), when `served` accepts it; kube's 415 else."""
+    content_type = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    if content_type not in served.patch_types:
+        raise unsupported_media_type(served.patch_types)
+    return content_type
 
 
 def decode_json(raw: bytes) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 from gpustack_operator.api.keys import CATEGORY, KIND_DEVICES, PLURAL_DEVICES, V1, WORKER_GROUP
 from gpustack_operator.api.schema.devices import DEVICES
 from gpustack_operator.apiserver.discovery import ServedResource
-from gpustack_operator.apiserver.registry.crdproxy import CRDProxy
+from gpustack_operator.apiserver.registry.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
 from gpustack_operator.apiserver.table import NAME, Column, age
 from gpustack_operator.conversion.apiversion import WORKER
 from gpustack_operator.kube.client import Client
@@ -30,10 +30,10 @@ SERVED = ServedResource(
     singular="devices",
     kind=KIND_DEVICES,
     namespaced=False,
-    verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"),
+    verbs=VERBS,
     short_names=("devs",),
     categories=(CATEGORY,),
-    subresources=(("status", ("get", "patch", "update")),),
+    subresources=STATUS_SUBRESOURCE,
 )
 SCHEMA = DEVICES.openapi_schema()
 

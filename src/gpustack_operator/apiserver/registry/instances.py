@@ -14,7 +14,7 @@ from gpustack_operator.api.crds import INSTANCE_COLUMNS
 from gpustack_operator.api.keys import CATEGORY, KIND_INSTANCE, PLURAL_INSTANCES, V1, WORKER_GROUP
 from gpustack_operator.api.schema.instance import INSTANCE
 from gpustack_operator.apiserver.discovery import ServedResource
-from gpustack_operator.apiserver.registry.crdproxy import CRDProxy
+from gpustack_operator.apiserver.registry.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
 from gpustack_operator.apiserver.table import NAME, printer_column
 from gpustack_operator.conversion.apiversion import WORKER
 from gpustack_operator.kube.client import Client
@@ -29,10 +29,10 @@ SERVED = ServedResource(
     singular="instance",
     kind=KIND_INSTANCE,
     namespaced=True,
-    verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"),
+    verbs=VERBS,
     short_names=("inst",),
     categories=(CATEGORY,),
-    subresources=(("status", ("get", "patch", "update")),),
+    subresources=STATUS_SUBRESOURCE,
 )
 SCHEMA = INSTANCE.openapi_schema()
 COLUMNS = (NAME, *(printer_column(c) for c in INSTANCE_COLUMNS))

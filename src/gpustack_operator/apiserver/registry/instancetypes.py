@@ -14,9 +14,9 @@ from gpustack_operator.api.keys import CATEGORY, KIND_INSTANCE_TYPE, PLURAL_INST
 from gpustack_operator.api.schema.instancetype import INSTANCE_TYPE
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.registry.cachedreads import Informed
-from gpustack_operator.apiserver.registry.crdproxy import CRDProxy
+from gpustack_operator.apiserver.registry.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
 from gpustack_operator.apiserver.table import NAME, Column, age
-from gpustack_operator.conversion.apiversion import INSTANCE_TYPES as VERSIONS
+from gpustack_operator.conversion.apiversion import WORKER
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES as STORED
 
@@ -32,10 +32,10 @@ SERVED = ServedResource(
     singular="instancetype",
     kind=KIND_INSTANCE_TYPE,
     namespaced=False,
-    verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"),
+    verbs=VERBS,
     short_names=("instype",),
     categories=(CATEGORY,),
-    subresources=(("status", ("get", "patch", "update")),),
+    subresources=STATUS_SUBRESOURCE,
 )
 
 SCHEMA = INSTANCE_TYPE.openapi_schema()
@@ -88,4 +88,4 @@ COLUMNS = (
 def proxy(client: Client, cache: Informed | None = None) -> CRDProxy:
     """The v1 handlers over the v1alpha1 CRD; `cache`, the worker's informer of every v1alpha1
     InstanceType, answers GET and LIST when it can (registry/cachedreads.py)."""
-    return CRDProxy(client, SERVED, STORED, VERSIONS, COLUMNS, cache=cache)
+    return CRDProxy(client, SERVED, STORED, WORKER, COLUMNS, cache=cache)

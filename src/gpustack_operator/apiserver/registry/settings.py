@@ -26,7 +26,7 @@ from gpustack_operator.api.keys import CATEGORY, CORE_GROUP, V1
 from gpustack_operator.api.schema.setting import SETTING
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
-from gpustack_operator.apiserver.registry.crdproxy import decode_json
+from gpustack_operator.apiserver.registry.crdproxy import decode_json, patch_type
 from gpustack_operator.apiserver.registry.representation import render_list, render_object
 from gpustack_operator.apiserver.requestinfo import is_watch
 from gpustack_operator.apiserver.status import (
@@ -35,7 +35,6 @@ from gpustack_operator.apiserver.status import (
     invalid,
     method_not_allowed,
     not_found,
-    unsupported_media_type,
 )
 from gpustack_operator.apiserver.table import Column
 from gpustack_operator.kube import resources
@@ -181,9 +180,7 @@ class SettingsAPI:
         if request.method == "PUT":
             body = _decode(await request.read())
         elif request.method == "PATCH":
-            content_type = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
-            if content_type != MERGE_PATCH:
-                raise unsupported_media_type((MERGE_PATCH,))
+            patch_type(request, SERVED)
             patch = _decode(await request.read())
             if setting is None:
                 raise not_found(SERVED.plural, SERVED.group, name)
