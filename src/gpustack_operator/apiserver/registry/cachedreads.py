@@ -42,7 +42,7 @@ from gpustack_operator.apiserver.registry.selectors import parse_selectors
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.store import Store
 
-__all__ = ["GET_PARAMS", "LIST_PARAMS", "CachedReads", "Informed"]
+__all__ = ["GET_PARAMS", "LIST_PARAMS", "CachedReads", "Informed", "decimal", "object_version"]
 
 JSONObj = dict[str, Any]
 
@@ -73,13 +73,15 @@ class Informed(Protocol):
     def has_synced(self) -> bool: ...
 
 
-def _number(text: str) -> int | None:
+def decimal(text: str) -> int | None:
+    """A non-negative decimal (a resourceVersion compared as an etcd revision, a limit), else None."""
     return int(text) if text.isascii() and text.isdigit() else None
 
 
-def _version(obj: Any) -> int | None:
+def object_version(obj: Any) -> int | None:
+    """An object's resourceVersion as a number, or None."""
     meta = obj.get("metadata") if isinstance(obj, dict) else None
-    return _number(str((meta or {}).get("resourceVersion") or ""))
+    return decimal(str((meta or {}).get("resourceVersion") or ""))
 
 
 class CachedReads:
@@ -97,7 +99,7 @@ class CachedReads:
         """Note a write's answer: reads wait for the cache to reach its version."""
         if isinstance(answer, dict) and "items" in answer:
             return
-        version = _version(answer)
+        version = object_version(answer)
         if version is not None and version > self.floor:
             self.floor = version
 
@@ -134,7 +136,7 @@ class CachedReads:
         match_rule = params.get("resourceVersionMatch", "")
         if match_rule not in ("", "NotOlderThan") or (match_rule and not params.get("resourceVersion")):
             return None  # Exact, or a rule kube refuses: its answer, not ours
-        limit = _number(params.get("limit", "0") or "0")
+        limit = decimal(params.get("limit", "0") or "0")
         match = parse_selectors(params.get("labelSelector", ""), params.get("fieldSelector", ""))
         if limit is None or match is None:
             return None
@@ -160,8 +162,8 @@ class CachedReads:
         informer = self.informer
         if informer is None or not informer.has_synced():
             return None
-        seen = _number(informer.resource_version)
-        need = _number(wanted) if wanted else 0
+        seen = decimal(informer.resource_version)
+        need = decimal(wanted) if wanted else 0
         if seen is None or need is None or seen < max(need, self.floor):
             return None
         return informer.store

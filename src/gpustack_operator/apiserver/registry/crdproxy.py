@@ -29,7 +29,7 @@ from multidict import CIMultiDict
 
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
-from gpustack_operator.apiserver.registry.cachedreads import CachedReads, Informed
+from gpustack_operator.apiserver.registry.cachedreads import CachedReads, Informed, decimal
 from gpustack_operator.apiserver.registry.representation import render_event, render_list, render_object
 from gpustack_operator.apiserver.registry.watchcache import Events, WatchCache, watch_cache
 from gpustack_operator.apiserver.requestinfo import is_watch
@@ -309,7 +309,7 @@ def _forwarded(request: web.Request) -> dict[str, str]:
         if key not in _OURS:
             out.setdefault(key, value)
     version = out.get("resourceVersion", "")
-    if version and not (version.isascii() and version.isdigit()):
+    if version and decimal(version) is None:
         raise bad_request(f'invalid resourceVersion "{version}": must be a decimal number')
     return out
 

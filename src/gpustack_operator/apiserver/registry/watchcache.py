@@ -61,7 +61,7 @@ from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from gpustack_operator.apiserver.registry.cachedreads import Informed
+from gpustack_operator.apiserver.registry.cachedreads import Informed, decimal, object_version
 from gpustack_operator.apiserver.registry.selectors import Match, parse_selectors
 from gpustack_operator.apiserver.status import StatusError
 from gpustack_operator.kube.informer import EventHandler
@@ -108,14 +108,6 @@ class Watchable(Informed, Protocol):
     lists: int
 
     def add_handler(self, handler: EventHandler) -> None: ...
-
-
-def _number(text: str) -> int | None:
-    return int(text) if text.isascii() and text.isdigit() else None
-
-
-def _version(obj: JSONObj) -> int | None:
-    return _number(str((obj.get("metadata") or {}).get("resourceVersion") or ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +183,7 @@ class WatchCache:
     def _record(self, kind: str, obj: JSONObj, before: JSONObj | None) -> None:
         if self._attaching or not self._continuous():
             return
-        version = _version(obj)
+        version = object_version(obj)
         last = self._changes[-1].version if self._changes else self._since
         if version is None or last is None or version <= last:
             log.warning("watch cache of %s: change %s after %s", self.stored.plural, version, last)
@@ -209,7 +201,7 @@ class WatchCache:
     def _continuous(self) -> bool:
         """Whether the ring continues the informer's events now; restarts it after a relist."""
         informer = self.informer
-        version = _number(informer.resource_version)
+        version = decimal(informer.resource_version)
         if version is None or not informer.has_synced():
             self._break()  # a 410 upstream, or a (re)list under way: its differences are not events
             return False
@@ -250,14 +242,14 @@ class WatchCache:
         if not params.keys() <= WATCH_PARAMS:
             return None
         bookmarks = params.get("allowWatchBookmarks", "")
-        seconds = _number(params.get("timeoutSeconds", "0") or "0")
+        seconds = decimal(params.get("timeoutSeconds", "0") or "0")
         labels, fields = params.get("labelSelector", ""), params.get("fieldSelector", "")
         match = parse_selectors(labels, fields)
         if bookmarks not in _TRUE | _FALSE or seconds is None or match is None:
             return None
         if not self._continuous():
             return None
-        latest = _number(self.informer.resource_version) or 0
+        latest = decimal(self.informer.resource_version) or 0
         wanted = params.get("resourceVersion", "")
         stream = CachedWatch(
             self,
