@@ -17,6 +17,7 @@ from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
+from tests.integration.worker_support import Kubectl
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -84,3 +85,9 @@ async def kueue_namespace(kube: Client, namespace: str) -> str:
 
     await eventually(accepted, timeout=30, what=f"Kueue's webhook knows namespace {namespace}")
     return namespace
+
+
+@pytest.fixture(scope="session")
+def kubectl(sandbox: Sandbox) -> Kubectl:
+    """The sandbox's kubectl, built at the cluster's version."""
+    return Kubectl(sandbox)

@@ -31,41 +31,14 @@ from hypothesis import strategies as st
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES, Resource
-from gpustack_operator.sandbox import build
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
-from tests.integration.worker_support import APISERVICE, Served, serving_worker
+from tests.integration.worker_support import APISERVICE, Kubectl, Served, serving_worker
 
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
 CLUSTER_ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
 )
-
-
-class Kubectl:
-    """The sandbox's kubectl (built from tools/k8s at the cluster's version) against its kubeconfig."""
-
-    def __init__(self, sandbox: Sandbox) -> None:
-        self.binary = str(build.binary_path("kubectl"))
-        self.env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig)}
-
-    async def run(self, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
-        proc = await asyncio.create_subprocess_exec(
-            self.binary,
-            *args,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else None,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 60)
-        return proc.returncode or 0, out.decode(), err.decode()
-
-    async def ok(self, *args: str, stdin: str | None = None) -> str:
-        rc, out, err = await self.run(*args, stdin=stdin)
-        assert rc == 0, f"kubectl {' '.join(args)} failed ({rc}): {err}"
-        assert "stale GroupVersion" not in err
-        return out
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
@@ -75,11 +48,6 @@ async def served(
     """A worker serving the aggregated API; its APIService is removed afterwards."""
     async with serving_worker(sandbox, kube, tmp_path_factory.mktemp("aggregated-api"), "api-0") as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def kubectl(sandbox: Sandbox) -> Kubectl:
-    return Kubectl(sandbox)
 
 
 def cpu_type(name: str, api_version: str = "worker.gpustack.ai/v1") -> dict[str, Any]:

@@ -23,8 +23,8 @@ from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
-from tests.integration.test_worker_aggregated_api import Kubectl, cpu_type
-from tests.integration.worker_support import Served, serving_worker
+from tests.integration.test_worker_aggregated_api import cpu_type
+from tests.integration.worker_support import Kubectl, Served, serving_worker
 
 V1 = "instancetypes.v1.worker.gpustack.ai"
 CRD = "instancetypes.v1alpha1.worker.gpustack.ai"
@@ -38,11 +38,6 @@ async def served(
         sandbox, kube, tmp_path_factory.mktemp("aggregated-cache"), "cache-0"
     ) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def kubectl(sandbox: Sandbox) -> Kubectl:
-    return Kubectl(sandbox)
 
 
 async def instance_type_gets(served: Served) -> int:

@@ -25,9 +25,8 @@ from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
 from tests.integration.test_admission_check import H100, LONG, h100_in_service
 from tests.integration.test_device_plugin import cards_of, ledger, stand_in_record
-from tests.integration.test_worker_aggregated_api import Kubectl
 from tests.integration.test_worker_webhooks import UNITS, create, instance
-from tests.integration.worker_support import Served, serving_worker
+from tests.integration.worker_support import Kubectl, Served, serving_worker
 
 JSONObj = dict[str, Any]
 EXCLUSIVE, SLICED_MODE = 1, 3
@@ -41,11 +40,6 @@ async def served(
     async with serving_worker(sandbox, kube, tmp_path_factory.mktemp("instances"), "inst-0") as served:
         await h100_in_service(kube)
         yield served
-
-
-@pytest.fixture(scope="module")
-def kubectl(sandbox: Sandbox) -> Kubectl:
-    return Kubectl(sandbox)
 
 
 @pytest_asyncio.fixture(loop_scope="session")

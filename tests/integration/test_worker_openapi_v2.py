@@ -19,8 +19,7 @@ import pytest_asyncio
 from gpustack_operator.kube.client import Client
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
-from tests.integration.test_worker_aggregated_api import Kubectl
-from tests.integration.worker_support import Served, serving_worker
+from tests.integration.worker_support import Kubectl, Served, serving_worker
 
 OURS = ("ai.gpustack.worker.v1.InstanceType", "ai.gpustack.v1.Setting")
 CRD_KIND = "ai.gpustack.worker.v1alpha1.InstanceType"
@@ -40,11 +39,6 @@ async def served(
 ) -> AsyncIterator[Served]:
     async with serving_worker(sandbox, kube, tmp_path_factory.mktemp("openapi-v2"), "api-v2") as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def kubectl(sandbox: Sandbox) -> Kubectl:
-    return Kubectl(sandbox)
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")

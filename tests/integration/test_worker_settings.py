@@ -19,8 +19,7 @@ from gpustack_operator.kube.client import Client
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.settings.secret import SECRET_NAME
 from tests.helpers import eventually
-from tests.integration.test_worker_aggregated_api import Kubectl
-from tests.integration.worker_support import Served, serving_worker
+from tests.integration.worker_support import Kubectl, Served, serving_worker
 
 OVERCOMMIT = "instance-general-resources-overcommit"
 
@@ -31,11 +30,6 @@ async def served(
 ) -> AsyncIterator[Served]:
     async with serving_worker(sandbox, kube, tmp_path_factory.mktemp("settings"), "settings-0") as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def kubectl(sandbox: Sandbox) -> Kubectl:
-    return Kubectl(sandbox)
 
 
 async def stored(kube: Client, namespace: str, name: str) -> str:

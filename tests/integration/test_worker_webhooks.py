@@ -36,8 +36,7 @@ from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
 from tests.integration.test_admission_check import H100, LONG, h100_in_service
 from tests.integration.test_device_plugin import H100_MIB, allocation, cards_of, ledger, stand_in_record
-from tests.integration.test_worker_aggregated_api import Kubectl
-from tests.integration.worker_support import Served, serving_worker
+from tests.integration.worker_support import Kubectl, Served, serving_worker
 
 JSONObj = dict[str, Any]
 GPU = "nvidia.com/gpu"
@@ -53,11 +52,6 @@ async def served(
     """A worker serving the webhooks (and the aggregated API) until the module ends."""
     async with serving_worker(sandbox, kube, tmp_path_factory.mktemp("webhooks"), "hooks-0") as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def kubectl(sandbox: Sandbox) -> Kubectl:
-    return Kubectl(sandbox)
 
 
 def accelerated_type(name: str, memory: str = "40960Mi", **spec: Any) -> JSONObj:

@@ -19,9 +19,8 @@ from gpustack_operator.kube.client import Client
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
 from tests.helpers import eventually
-from tests.integration.test_worker_aggregated_api import APISERVICE, Kubectl
 from tests.integration.test_worker_webhooks import MEM_PCT, SLICED, queued_pod
-from tests.integration.worker_support import ready, worker_pool
+from tests.integration.worker_support import APISERVICE, Kubectl, ready, worker_pool
 
 
 async def test_queued_pods_are_refused_while_the_worker_is_down_and_others_are_not(

@@ -23,6 +23,7 @@ import aiohttp
 from gpustack_operator.apiserver.webhooks.server import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
+from gpustack_operator.sandbox import build
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
 from tests.helpers import eventually
@@ -104,6 +105,32 @@ class Workers:
         worker = Worker(name, proc, metrics_port, health_port, log)
         self.started.append(worker)
         return worker
+
+
+class Kubectl:
+    """The sandbox's kubectl (built from tools/k8s at the cluster's version) against its kubeconfig."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.binary = str(build.binary_path("kubectl"))
+        self.env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig)}
+
+    async def run(self, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            self.binary,
+            *args,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else None,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.env,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 60)
+        return proc.returncode or 0, out.decode(), err.decode()
+
+    async def ok(self, *args: str, stdin: str | None = None) -> str:
+        rc, out, err = await self.run(*args, stdin=stdin)
+        assert rc == 0, f"kubectl {' '.join(args)} failed ({rc}): {err}"
+        assert "stale GroupVersion" not in err
+        return out
 
 
 @contextlib.asynccontextmanager
