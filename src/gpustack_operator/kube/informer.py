@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from gpustack_operator.kube import errors
@@ -95,6 +96,7 @@ class Informer:
         self._backoff = backoff
         self._clock: Clock = clock or MonotonicClock()
         self._handlers: list[EventHandler] = []
+        self._breaks: list[Callable[[], None]] = []
         self._synced = asyncio.Event()
         self._interner = Interner()
         self._running = False
@@ -127,6 +129,16 @@ class Informer:
         if self.has_synced():
             for key, obj in zip(self.store.keys(), self.store.list(), strict=True):
                 self._call(handler, "on_add", key, obj)
+
+    def add_break_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` whenever the informer's events stop being one unbroken stream.
+
+        That is when it loses its version to a 410 and when a list has replaced the store (the first list
+        and every relist), whether or not that list changed anything. Handlers hear of a relist only
+        through the differences it finds; a consumer that follows the events as a stream (the aggregated
+        API's watch cache) must end its streams at once instead of at the next change.
+        """
+        self._breaks.append(listener)
 
     def has_synced(self) -> bool:
         return self._synced.is_set()
@@ -163,6 +175,7 @@ class Informer:
         if isinstance(err, errors.Gone):
             log.info("informer %s: %s; relisting in %.2fs", self.name, err, delay)
             self.resource_version = ""
+            self._broken()
         else:
             log.warning("informer %s: %s; reconnecting in %.2fs", self.name, err, delay)
         await self._clock.sleep(delay)
@@ -189,6 +202,11 @@ class Informer:
         if not self._synced.is_set():
             log.info("informer %s: synced %d objects at version %s", self.name, len(self.store), version)
             self._synced.set()
+        self._broken()
+
+    def _broken(self) -> None:
+        for listener in tuple(self._breaks):
+            self._guarded(listener, f"break listener {listener}")
 
     def _replace(self, fresh: dict[str, JSONObj]) -> None:
         """Make the store equal a fresh list (slimmed, by key), telling handlers about every difference.
@@ -262,11 +280,15 @@ class Informer:
             self._call(handler, method, key, *args)
 
     def _call(self, handler: EventHandler, method: str, key: str, *args: Any) -> None:
+        self._guarded(getattr(handler, method), f"handler {handler}.{method} on {key}", *args)
+
+    def _guarded(self, fn: Callable[..., None], what: str, *args: Any) -> None:
+        """A consumer's callback: its failure is counted and logged, and never stops the informer."""
         try:
-            getattr(handler, method)(*args)
+            fn(*args)
         except Exception:
             self.handler_errors += 1
-            log.exception("informer %s: handler %s.%s failed on %s", self.name, handler, method, key)
+            log.exception("informer %s: %s failed", self.name, what)
 
 
 class InformerFactory:

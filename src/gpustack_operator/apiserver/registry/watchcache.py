@@ -32,8 +32,9 @@ informer's latest version every `bookmark_every` seconds while the watcher is ca
 an event it has not been sent). The stream ends at `timeoutSeconds`, or kube's random 30-60 minutes.
 
 Continuity: the ring is only valid while the informer's stream of events is unbroken. A relist (after a
-410 upstream, or its first list) makes handler calls for differences, not watch events: while the
-informer has no version, or once it has listed again, every cached stream ends (clients re-watch from
+410 upstream, or its first list) makes handler calls for differences, not watch events: when the
+informer loses its version, and when it has listed again (it tells its break listeners, even of a
+relist that changed nothing), every cached stream ends (clients re-watch from
 their last version and get a 410, or a replay if it is still covered) and the ring restarts at the
 informer's new version. A reconnect from the informer's last version keeps continuity.
 
@@ -109,6 +110,8 @@ class Watchable(Informed, Protocol):
 
     def add_handler(self, handler: EventHandler) -> None: ...
 
+    def add_break_listener(self, listener: Callable[[], None]) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class _Change:
@@ -169,6 +172,7 @@ class WatchCache:
         self._attaching = True
         informer.add_handler(self)  # replays the cached objects as adds: not changes, ignored
         self._attaching = False
+        informer.add_break_listener(self._follow)  # a 410 or a relist ends the streams at once
 
     # ---- the informer's handler -------------------------------------------------------------------------
     def on_add(self, obj: JSONObj) -> None:
@@ -198,6 +202,9 @@ class WatchCache:
         self._wake()
 
     # ---- continuity -------------------------------------------------------------------------------------
+    def _follow(self) -> None:
+        self._continuous()
+
     def _continuous(self) -> bool:
         """Whether the ring continues the informer's events now; restarts it after a relist."""
         informer = self.informer
