@@ -1,4 +1,6 @@
 """Builders for RFC 6902 JSON patches: list edits and preconditions that a merge patch cannot express.
+And `merge_patch`, RFC 7386 applied, for what must apply a merge patch itself (a Secret-backed API; the
+unit tests' recording clients).
 
 A merge patch replaces lists whole and cannot say "only if this still holds". A JSON patch can remove one
 element, insert at an index, or `test` a value first, but its paths are JSON pointers in which `/` and `~`
@@ -8,10 +10,11 @@ callers write `patches.replace(["metadata", "labels", key], value)` and never fo
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["add", "expect", "expect_resource_version", "pointer", "remove", "replace"]
+__all__ = ["add", "expect", "expect_resource_version", "merge_patch", "pointer", "remove", "replace"]
 
 Path = str | Iterable[str | int]
 
@@ -48,3 +51,17 @@ def expect_resource_version(resource_version: str) -> dict[str, Any]:
     422 that cannot be told apart from invalid input.
     """
     return replace(["metadata", "resourceVersion"], resource_version)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge key by key, `null` removes, anything else replaces (a copy: neither
+    argument is modified, and the result shares nothing with `patch`)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator.apiserver.registry.settings import merge_patch, setting_object
+from gpustack_operator.apiserver.registry.settings import setting_object
+from gpustack_operator.kube.patches import merge_patch
 from gpustack_operator.settings import secret
 from gpustack_operator.settings.catalog import INSTANCE_GENERAL_RESOURCES_OVERCOMMIT as OVERCOMMIT
 from gpustack_operator.settings.setting import Prop

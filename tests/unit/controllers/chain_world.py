@@ -22,13 +22,14 @@ from gpustack_operator.controllers.setup import setup_controllers
 from gpustack_operator.controllers.spec import ControllerFactory
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import FIELD_MANAGER, MERGE_PATCH
+from gpustack_operator.kube.patches import merge_patch
 from gpustack_operator.kube.resources import SECRETS, Resource
 from gpustack_operator.kube.store import object_key
 from gpustack_operator.settings.environment import Environment
 from tests.helpers import eventually, yield_to_loop
 
 from .fakes import FakeInformer, FakeInformers, FakeRecorder, running
-from .writes import RecordingClient, merge_patch
+from .writes import RecordingClient
 
 SYSTEM = "gpustack-system"
 DELETED_AT = "2025-01-01T00:00:00Z"

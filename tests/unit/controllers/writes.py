@@ -16,6 +16,7 @@ from typing import Any
 
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import FIELD_MANAGER, MERGE_PATCH, Client
+from gpustack_operator.kube.patches import merge_patch
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.store import object_key
 
@@ -32,19 +33,6 @@ class Write:
     key: str
     body: JSONObj | None
     field_manager: str | None
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch of `target` (neither argument is modified)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    merged = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = merge_patch(merged.get(key), value)
-    return merged
 
 
 class RecordingClient(Client):

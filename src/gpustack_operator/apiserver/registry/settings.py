@@ -39,11 +39,12 @@ from gpustack_operator.apiserver.status import (
 from gpustack_operator.apiserver.table import Column
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import MERGE_PATCH, Client
+from gpustack_operator.kube.patches import merge_patch
 from gpustack_operator.settings import secret
 from gpustack_operator.settings.catalog import SETTINGS
 from gpustack_operator.settings.setting import Setting, SettingValueError
 
-__all__ = ["COLUMNS", "SCHEMA", "SERVED", "SettingsAPI", "merge_patch", "setting_object"]
+__all__ = ["COLUMNS", "SCHEMA", "SERVED", "SettingsAPI", "setting_object"]
 
 JSONObj = dict[str, Any]
 SENSITIVE_VALUE: Final = "(sensitive)"
@@ -106,19 +107,6 @@ def setting_object(setting: Setting, stored: JSONObj | None, namespace: str) -> 
             "value": SENSITIVE_VALUE if setting.sensitive else value,
         },
     }
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge key by key, `null` removes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    merged = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = merge_patch(merged.get(key), value)
-    return merged
 
 
 def _decode(raw: bytes) -> JSONObj:
