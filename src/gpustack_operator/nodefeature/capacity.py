@@ -70,9 +70,7 @@ def sliced_capacities(
         for kind, value in zip(SLICED_CAPACITY_KINDS, sums, strict=True):
             desired[resource_name_for(base, kind)] = str(value)
     stale = {
-        resource_name_for(m.resource_name, kind)
-        for m in known.values()
-        for kind in SLICED_CAPACITY_KINDS
+        resource_name_for(m.resource_name, kind) for m in known.values() for kind in SLICED_CAPACITY_KINDS
     } - set(desired)
     changes: dict[str, str | None] = {
         k: v for k, v in desired.items() if k not in capacity or _value(capacity[k]) != int(v)
