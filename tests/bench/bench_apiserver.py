@@ -17,7 +17,13 @@ in the same run against the same kube-apiserver, with one request in flight:
   `--worker-arg=--kube-api-qps=1000 --worker-arg=--kube-api-burst=2000` to see the proxy's cost alone.
 - WATCH fan-out: `--watchers` watches open on each path from the version of that path's list, then
   `--updates` label patches to one object; each watcher's delay from the patch's answer to its event
-  (p50/p99), and the ratio of the medians (v1 as served: from the worker's informer).
+  (p50/p99), and the ratio of the medians (v1 as served: from the worker's informer), with the CPU
+  kube-apiserver and the worker spent per event delivered. Three more paths take this apart: "v1 direct"
+  watches the worker's port itself (with the front-proxy certificate kube-apiserver presents), so without
+  the aggregator's hop; "floor h1" and "floor h2" watch, through the aggregator like v1, the cheapest
+  backend there can be (tests/bench/floor: Go, one upstream watch, each line passed on as it came, over
+  HTTP/1.1 as the worker serves, and over HTTP/2, which lets the aggregator carry every watch on one
+  connection). A floor's ratio is what the aggregator alone costs; `--no-floor` skips them (they need Go).
 - The worker's resident memory (VmRSS) with 100 and with 1,000 InstanceTypes cached.
 
 Goal: every ratio <= 1.3. Nothing about time is asserted.
@@ -46,9 +52,12 @@ from tests.bench.bench_chain import Worker, bounded, control_only_sandbox
 from tests.helpers import eventually
 from tests.integration.test_worker_aggregated_api import cpu_type
 
+from gpustack_operator.apiserver import registration
 from gpustack_operator.apiserver.webhooks.server import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, connect
+from gpustack_operator.sandbox.build import go_env
+from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
 from gpustack_operator.worker.aggregation import SERVED
 
@@ -68,16 +77,34 @@ PATHS: tuple[tuple[str, str, dict[str, str]], ...] = (
 class Raw:
     """HTTPS to kube-apiserver with the sandbox kubeconfig's admin certificate."""
 
-    def __init__(self, kubeconfig: Path) -> None:
+    def __init__(self, server: str, ctx: ssl.SSLContext, headers: dict[str, str] | None = None) -> None:
+        self.server = server
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=ctx, limit=0),
+            timeout=aiohttp.ClientTimeout(total=None),
+            headers=headers,
+        )
+
+    @classmethod
+    def admin(cls, kubeconfig: Path) -> Raw:
+        """To kube-apiserver, as the kubeconfig's admin."""
         config = yaml.safe_load(kubeconfig.read_text())
         cluster = config["clusters"][0]["cluster"]
         user = config["users"][0]["user"]
-        self.server = cluster["server"]
         ctx = ssl.create_default_context(cafile=cluster["certificate-authority"])
         ctx.load_cert_chain(user["client-certificate"], user["client-key"])
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=ctx, limit=0), timeout=aiohttp.ClientTimeout(total=None)
-        )
+        return cls(cluster["server"], ctx)
+
+    @classmethod
+    def front_proxy(cls, box: Sandbox, port: int) -> Raw:
+        """Straight to the worker's port, as kube-apiserver's aggregator reaches it: with the front-proxy
+        client certificate, and the admin user in the X-Remote-* headers that certificate vouches for."""
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # the worker's self-signed serving certificate
+        ctx.load_cert_chain(box.certs.front_proxy_client_crt, box.certs.front_proxy_client_key)
+        admin = {"X-Remote-User": "kubernetes-admin", "X-Remote-Group": "system:masters"}
+        return cls(f"https://127.0.0.1:{port}", ctx, admin)
 
     async def close(self) -> None:
         await self.session.close()
@@ -176,36 +203,120 @@ class FanOut:
                         return
 
 
-async def fan_out(raw: Raw, kube: Client, name: str, watchers: int, updates: int) -> list[Sampled]:
+@dataclass(frozen=True)
+class WatchPath:
+    """A path the fan-out watches: how it is reached, and the extra query it is read with."""
+
+    label: str
+    raw: Raw
+    base: str
+    extra: dict[str, str]
+
+
+async def fan_out(
+    paths: list[WatchPath], kube: Client, name: str, watchers: int, updates: int, pids: dict[str, int]
+) -> list[Sampled]:
     """Per path: `watchers` watches from its list's version, `updates` patches, each event's delay.
 
     Each path's watchers start where a LIST of that path left them, as kubectl's `get -w` does (with its
     `limit=500`): on v1 as served, the list and then the watches come from the worker's informer
-    (registry/watchcache.py); on the proxied path, every watch is a watch of the CRD.
+    (registry/watchcache.py); on the proxied path, every watch is a watch of the CRD. The CPU of each
+    process in `pids` over the patches, per event delivered, includes the patches' own cost (through the
+    worker's webhooks), alike on every path.
     """
     found = []
-    for index, (label, base, extra) in enumerate(PATHS):
-        listed = await raw.get(base, {"limit": "500", **extra})
+    for index, path in enumerate(paths):
+        listed = await path.raw.get(path.base, {"limit": "500", **path.extra})
         version = json.loads(listed)["metadata"]["resourceVersion"]
-        group = FanOut(raw, base, f"path{index}-", watchers, updates, {}, [])
+        group = FanOut(path.raw, path.base, f"path{index}-", watchers, updates, {}, [])
         all_open = asyncio.Event()
-        params = {"resourceVersion": version, "fieldSelector": f"metadata.name={name}", **extra}
+        params = {"resourceVersion": version, "fieldSelector": f"metadata.name={name}", **path.extra}
         tasks = [asyncio.create_task(group.watch(params, all_open)) for _ in range(watchers)]
         try:
             await asyncio.wait_for(all_open.wait(), 60)
             await asyncio.sleep(0.5)
+            before = {what: cpu_seconds(pid) for what, pid in pids.items()}
             for i in range(updates):
                 value = f"path{index}-{i}"
                 await kube.patch(resources.INSTANCE_TYPES, name, {"metadata": {"labels": {"bench": value}}})
                 group.sent[value] = time.perf_counter()
                 await asyncio.sleep(0.05)
             await asyncio.wait_for(asyncio.gather(*tasks), 120)
+            spent = {what: cpu_seconds(pid) - before[what] for what, pid in pids.items()}
         finally:
             for task in tasks:
                 task.cancel()
-        found.append(Sampled(label, group.delays()))
+        found.append(Sampled(path.label, group.delays()))
+        per_event = ", ".join(f"{what} {1e6 * sec / (watchers * updates):.0f}" for what, sec in spent.items())
+        print(f"  {path.label:<14} CPU per event delivered (us): {per_event}", flush=True)
     show(f"WATCH fan-out: {watchers} watchers x {updates} updates, delay from the patch's answer", found)
     return found
+
+
+# ---- the floor: the cheapest backend behind the aggregator (tests/bench/floor) ----------------------------
+FLOOR_SOURCE = Path(__file__).parent / "floor"
+FLOOR_SERVICE = "bench-floor"
+
+
+@contextlib.asynccontextmanager
+async def floors(box: Sandbox, kube: Client) -> AsyncIterator[list[tuple[str, str, int]]]:
+    """The floor backend built and served over HTTP/1.1 and over HTTP/2, each behind its own APIService.
+
+    Yields (label, base path, pid) per backend; everything is removed and stopped on the way out.
+    """
+    binary = box.run_dir / "bench-floor"
+    build = await asyncio.create_subprocess_exec(
+        "go", "build", "-o", str(binary), ".", cwd=FLOOR_SOURCE, env=go_env()
+    )
+    if await build.wait() != 0:
+        raise RuntimeError(f"go build in {FLOOR_SOURCE} failed")
+    config = yaml.safe_load(box.kubeconfig.read_text())
+    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+    upstream = [
+        f"--upstream={cluster['server']}",
+        f"--ca={cluster['certificate-authority']}",
+        f"--cert={user['client-certificate']}",
+        f"--key={user['client-key']}",
+    ]
+    procs: list[asyncio.subprocess.Process] = []
+    names: list[str] = []
+    backends: list[tuple[str, str, int]] = []
+    try:
+        await kube.create(resources.SERVICES, registration.external_name_service("default", FLOOR_SERVICE))
+        for label, flags in (("floor h1", []), ("floor h2", ["--http2"])):
+            group = f"{label.replace(' ', '-')}.bench.gpustack.ai"
+            port = free_port()
+            with (box.run_dir / f"bench-{label.replace(' ', '-')}.log").open("wb") as sink:
+                proc = await asyncio.create_subprocess_exec(
+                    str(binary),
+                    f"--port={port}",
+                    f"--served=/apis/{group}/v1",
+                    *upstream,
+                    *flags,
+                    stdout=sink,
+                    stderr=asyncio.subprocess.STDOUT,
+                )
+            procs.append(proc)
+            body = registration.apiservice(group, "v1", "default", FLOOR_SERVICE, port, None)
+            await kube.create(resources.APISERVICES, body)
+            names.append(body["metadata"]["name"])
+            backends.append((label, f"/apis/{group}/v1/instancetypes", proc.pid))
+        for name in names:
+            await eventually(partial(available, kube, name), timeout=60, what=f"APIService {name} Available")
+        yield backends
+    finally:
+        for name in names:
+            await kube.delete(resources.APISERVICES, name)
+        await kube.delete(resources.SERVICES, FLOOR_SERVICE, "default")
+        for proc in procs:
+            proc.terminate()
+            await proc.wait()
+
+
+async def available(kube: Client, name: str) -> bool:
+    service = await kube.get(resources.APISERVICES, name)
+    conditions = (service.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
 
 
 # ---- the worker and its objects ----------------------------------------------------------------------------
@@ -276,9 +387,33 @@ async def measure_at(raw: Raw, worker: Worker, count: int, args: argparse.Namesp
     return ratios | {f"RSS {count}": rss}
 
 
+async def watch_paths(
+    box: Sandbox, kube: Client, raw: Raw, worker: Worker, port: int, args: argparse.Namespace
+) -> dict[str, float]:
+    """The WATCH fan-out on every path: the CRD, v1 (served, proxied, direct) and the floors."""
+    assert worker.proc is not None
+    assert box.state is not None
+    direct = Raw.front_proxy(box, port)
+    paths = [WatchPath(label, raw, base, extra) for label, base, extra in PATHS]
+    paths.append(WatchPath("v1 direct", direct, V1, {}))
+    pids = {"kube-apiserver": box.state.pids["kube-apiserver"], "worker": worker.proc.pid}
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            if args.floor:
+                for label, base, pid in await stack.enter_async_context(floors(box, kube)):
+                    paths.append(WatchPath(label, raw, base, {}))
+                    pids[label] = pid
+            watched = await fan_out(paths, kube, "bench-0003", args.watchers, args.updates, pids)
+    finally:
+        await direct.close()
+    crd = watched[0].p50
+    ratios = {"WATCH": watched[1].p50 / crd, "WATCH v1 direct": watched[3].p50 / crd}
+    return ratios | {f"WATCH {sampled.label}": sampled.p50 / crd for sampled in watched[4:]}
+
+
 async def run(args: argparse.Namespace) -> None:
     async with control_only_sandbox("bapi-") as box, await connect(box.kubeconfig) as kube:
-        raw = Raw(box.kubeconfig)
+        raw = Raw.admin(box.kubeconfig)
         cert_dir = box.run_dir / "bench-worker-tls"
         port = free_port()
         worker = Worker(
@@ -295,8 +430,7 @@ async def run(args: argparse.Namespace) -> None:
             for what, accept in (("JSON", "application/json"), ("Table", TABLE)):
                 found = await reads(raw, f"GET of one, {what}", "bench-0007", accept, args.samples * 2)
                 summary[f"GET {what}"] = found[1].p50 / found[0].p50
-            watched = await fan_out(raw, kube, "bench-0003", args.watchers, args.updates)
-            summary["WATCH"] = watched[1].p50 / watched[0].p50
+            summary |= await watch_paths(box, kube, raw, worker, port, args)
             await create_types(kube, 100, args.types)
             summary |= await measure_at(raw, worker, args.types, args)
         finally:
@@ -316,6 +450,9 @@ def main() -> None:
     parser.add_argument("--types", type=int, default=1000, help="InstanceTypes for the large list")
     parser.add_argument("--watchers", type=int, default=50, help="watches per path")
     parser.add_argument("--updates", type=int, default=20, help="patches the watchers see")
+    parser.add_argument(
+        "--no-floor", dest="floor", action="store_false", help="skip the floor backends (they need Go)"
+    )
     parser.add_argument("--quick", action="store_true", help="20 samples, 10 watchers, 5 updates")
     parser.add_argument("--worker-arg", action="append", default=[], help="an extra worker flag (repeatable)")
     args = parser.parse_args()

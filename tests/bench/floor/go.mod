@@ -1,0 +1,3 @@
+module gpustack-operator/bench/floor
+
+go 1.24
