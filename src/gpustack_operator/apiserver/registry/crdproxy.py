@@ -182,14 +182,19 @@ class CRDProxy:
                     first = False
             except (KubeError, ValueError) as e:  # the headers are out: end the stream; clients re-watch
                 log.info("Watch of %s upstream ended: %s", self.served.plural, e)
-            except (ConnectionResetError, asyncio.CancelledError):
+            except ConnectionResetError:  # gone before aiohttp cancelled us: a quiet end, not a 500
+                log.debug("Watch of %s ended by the client", self.served.plural)
+            except asyncio.CancelledError:
                 log.debug("Watch of %s ended by the client", self.served.plural)
                 raise
             return resp
 
         cached = self.watches.open(params, floor=self.reads.floor) if self.watches else None
         if cached is not None:  # served from the informer's one upstream watch (registry/watchcache.py)
-            return await send(cached, self.watches)
+            try:
+                return await send(cached, self.watches)
+            finally:
+                await cached.aclose()  # a client gone mid-write leaves no timer behind
         seconds = _seconds(params.get("timeoutSeconds"))
         async with self.client.stream(
             self.stored.path(None, _namespace(request)), params=params, read_timeout=seconds + WATCH_SLACK

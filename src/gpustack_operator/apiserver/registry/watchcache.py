@@ -59,7 +59,7 @@ import logging
 import random
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from gpustack_operator.apiserver.registry.cachedreads import Informed, decimal, object_version
@@ -92,6 +92,10 @@ WATCH_PARAMS = frozenset(
 """Query parameters a cached watch honours (or ignores, as kube does); any other: upstream."""
 ENCODED = 64
 """Encoded events remembered for the next watchers that send the same event the same way."""
+SELECTORS = 256
+"""Distinct selector texts whose parse is shared (beyond that, each watch parses its own)."""
+SEEN = 16
+"""Selectors whose view of one change is kept with it (the ring holds CAPACITY changes)."""
 CAPACITY = 1000
 """Changes kept: the oldest version a watch may resume from, and the most a watcher may lag."""
 BOOKMARK_EVERY = 60.0
@@ -120,11 +124,22 @@ class _Change:
     version: int
     event: JSONObj
     before: JSONObj | None
+    seen: dict[Match, JSONObj | None] = field(default_factory=dict)
+    """`seen_through` per selector, worked out once for all the watchers that share it."""
 
     def seen_through(self, match: Match | None) -> JSONObj | None:
         """The event a watcher with this selector gets, or None (`match` None: no selector)."""
         if match is None:
             return self.event
+        try:
+            return self.seen[match]
+        except KeyError:
+            event = self._through(match)
+            if len(self.seen) < SEEN:
+                self.seen[match] = event
+            return event
+
+    def _through(self, match: Match) -> JSONObj | None:
         kind, obj = self.event["type"], self.event["object"]
         now = kind != "DELETED" and match(obj)
         if kind == "MODIFIED":
@@ -167,7 +182,11 @@ class WatchCache:
         """The informer's list count the ring belongs to."""
         self._epoch = 0
         """Bumped when continuity breaks: streams opened in an older epoch end."""
-        self._arrived = asyncio.Event()
+        self._waiters: set[asyncio.Future[None]] = set()
+        """The caught-up streams' wake-ups: resolved all at once by the next change or break."""
+        self._selectors: dict[tuple[str, str], Match | None] = {}
+        """Parsed selectors by their text, so watchers with the same selector share one Match (and each
+        change's `seen` entry for it); at most SELECTORS kept."""
         self._encoded: dict[tuple[int, bool, Hashable], tuple[JSONObj, bytes]] = {}
         self._attaching = True
         informer.add_handler(self)  # replays the cached objects as adds: not changes, ignored
@@ -228,8 +247,10 @@ class WatchCache:
         self._wake()
 
     def _wake(self) -> None:
-        self._arrived.set()
-        self._arrived = asyncio.Event()
+        waiters, self._waiters = self._waiters, set()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     # ---- client watches ---------------------------------------------------------------------------------
     def open(self, params: Mapping[str, str], *, floor: int = 0) -> CachedWatch | None:
@@ -251,7 +272,7 @@ class WatchCache:
         bookmarks = params.get("allowWatchBookmarks", "")
         seconds = decimal(params.get("timeoutSeconds", "0") or "0")
         labels, fields = params.get("labelSelector", ""), params.get("fieldSelector", "")
-        match = parse_selectors(labels, fields)
+        match = self._selector(labels, fields)
         if bookmarks not in _TRUE | _FALSE or seconds is None or match is None:
             return None
         if not self._continuous():
@@ -281,6 +302,16 @@ class WatchCache:
         after = bisect.bisect_right(self._changes, version, key=lambda change: change.version)
         stream.start(self._first + after, [])
         return stream
+
+    def _selector(self, labels: str, fields: str) -> Match | None:
+        key = (labels, fields)
+        try:
+            return self._selectors[key]
+        except KeyError:
+            match = parse_selectors(labels, fields)
+            if len(self._selectors) < SELECTORS:
+                self._selectors[key] = match
+            return match
 
     def encoded(self, event: JSONObj, first: bool, how: Hashable, encode: Encode) -> bytes:
         """`encode(event, first)`, done once for all the watchers sent this event the same way (`how`).
@@ -336,6 +367,8 @@ class CachedWatch:
         now = asyncio.get_running_loop().time()
         self._deadline = now + seconds
         self._next_bookmark = now + cache.bookmark_every
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
     def start(self, cursor: int | None, pending: list[JSONObj]) -> None:
         """Send `pending` first, then the changes from sequence number `cursor` (None: none, end)."""
@@ -351,7 +384,7 @@ class CachedWatch:
         cache = self._cache
         loop = asyncio.get_running_loop()
         while self._cursor is not None:
-            if not cache._continuous() or cache._epoch != self._epoch:
+            if cache._epoch != self._epoch:  # the informer's break listener bumps it at once
                 self._end("the informer relisted")
                 break
             if self._cursor < cache._first:
@@ -372,14 +405,35 @@ class CachedWatch:
             if self._bookmarks and now >= self._next_bookmark:
                 self._next_bookmark = now + cache.bookmark_every
                 return cache._bookmark()
-            wake = min(self._deadline, self._next_bookmark) if self._bookmarks else self._deadline
-            arrived = cache._arrived
-            try:
-                async with asyncio.timeout_at(wake):
-                    await arrived.wait()
-            except TimeoutError:
-                pass
+            await self._sleep(min(self._deadline, self._next_bookmark) if self._bookmarks else self._deadline)
         raise StopAsyncIteration
+
+    async def _sleep(self, until: float) -> None:
+        """Until the cache's next change or break, or `until` (loop time), whichever comes first.
+
+        The timer outlives one sleep: it is set again only when `until` moves (a bookmark was sent), so
+        a change costs each caught-up stream one future, not a timer scheduled and cancelled.
+        """
+        loop = asyncio.get_running_loop()
+        if self._timer is None or self._timer.when() != until:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_at(until, self._ring)
+        waiter = self._waiter = loop.create_future()
+        self._cache._waiters.add(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            self._end("cancelled")
+            raise
+        finally:
+            self._cache._waiters.discard(waiter)
+            self._waiter = None
+
+    def _ring(self) -> None:
+        self._timer = None
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     async def aclose(self) -> None:
         self._end("closed")
@@ -389,3 +443,6 @@ class CachedWatch:
             log.debug("cached watch of %s ended: %s", self._cache.stored.plural, why)
         self._cursor = None
         self._pending.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
