@@ -651,6 +651,7 @@ async def test_the_default_inventory_builds_exactly_the_documented_chain_and_the
         ("gpustack--intel-6-207-linux-amd64-128c", "128"),
         ("gpustack--amd-25-17-linux-amd64-192c", "384"),
     ]
+
     # The types' status follows its queue and ledgers (coalesced over the worker's fan-in period).
     async def views_settled() -> bool:
         h100 = await kube.get(INSTANCE_TYPES, "gpustack--nvidia-h100-80gb-hbm3-linux-amd64")
