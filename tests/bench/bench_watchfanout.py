@@ -58,24 +58,30 @@ def changed(rv: int) -> JSONObj:
 
 
 class Bare:
-    """The baseline: every connection waits on one future per event and writes the encoded line."""
+    """The baseline: each connection waits on its own future, which the next event resolves with the
+    already-encoded line, and writes it."""
 
     def __init__(self) -> None:
-        self.next: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.waiters: set[asyncio.Future[bytes]] = set()
 
     def send(self, obj: JSONObj) -> None:
         line = json.dumps({"type": "MODIFIED", "object": obj}, separators=(",", ":")).encode() + b"\n"
-        arrived, self.next = self.next, asyncio.get_running_loop().create_future()
-        arrived.set_result(line)
+        waiters, self.waiters = self.waiters, set()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(line)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()
         await resp.prepare(request)
         await resp.write(b"")
+        loop = asyncio.get_running_loop()
         try:
             while True:
-                await resp.write(await self.next)
+                waiter = loop.create_future()
+                self.waiters.add(waiter)
+                await resp.write(await waiter)
         except ConnectionResetError:  # the client read its events and left
             return resp
 
