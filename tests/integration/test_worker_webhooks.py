@@ -170,6 +170,11 @@ async def test_a_sliced_main_container_beside_a_sidecar_without_resources_is_acc
         pytest.param([{SHARED: "1"}, {SLICED: "1", MEM_PCT: "20"}], "shared, sliced", id="shared-and-sliced"),
         pytest.param([{GPU: "1", SHARED: "1"}], "exclusive, shared", id="exclusive-and-shared"),
         pytest.param(
+            [{"huawei.com/npu.sliced": "2", "huawei.com/npu.sliced.memory-percentage": "20"}],
+            "huawei.com/npu.sliced must be 1, not 2: only nvidia cards serve more than one slice",
+            id="two-slices-of-an-ascend-card",
+        ),
+        pytest.param(
             [{GPU: "1"}, {GPU: "1"}],
             "spec.containers[1].resources: Forbidden: nvidia.com/gpu is already requested by "
             "spec.containers[0]",

@@ -17,11 +17,14 @@ from gpustack_operator.nodefeature.credits import sliced_units
 from gpustack_operator.nodefeature.environ import DEFAULT_ENVIRON, Environ
 from gpustack_operator.nodefeature.resources import (
     ResourceKind,
+    acceleratable_bases,
     resource_name_for,
     split_acceleratable_resource_name,
 )
 
 DEFAULT_CORES_PERCENTAGE: Final = Quantity(100)
+MULTI_SLICE_MANUFACTURER: Final = "nvidia"
+"""The one manufacturer whose allocator serves several slices co-located in one container (HAMi-core)."""
 """Compute share a slice gets when it names none."""
 
 ContainerResources = Mapping[str, Quantity]
@@ -146,12 +149,25 @@ def _in_percent_range(value: Quantity) -> bool:
     return 0 < value <= 100
 
 
-def sliced_problems(resources: ContainerResources, base: str) -> list[str]:
-    """Why a sliced container is invalid (empty when valid)."""
+def sliced_problems(
+    resources: ContainerResources, base: str, environ: Environ = DEFAULT_ENVIRON
+) -> list[str]:
+    """Why a sliced container is invalid (empty when valid).
+
+    Beyond the contract's rules: more than one slice in a container only for NVIDIA cards. The other
+    vendors' allocators give a container one slice per physical card, so two slices of one card would be
+    charged twice and served once (the architecture's tracked follow-up, done here).
+    """
     problems: list[str] = []
-    if resource_name_for(base, ResourceKind.SLICED) not in resources:
+    sliced = resource_name_for(base, ResourceKind.SLICED)
+    if sliced not in resources:
+        problems.append(f"{sliced} must be requested with any sliced resource")
+    slices = resources.get(sliced)
+    maker = acceleratable_bases(environ).get(base)
+    if slices is not None and slices > Quantity(1) and maker != MULTI_SLICE_MANUFACTURER:
         problems.append(
-            f"{resource_name_for(base, ResourceKind.SLICED)} must be requested with any sliced resource"
+            f"{sliced} must be 1, not {slices}: only {MULTI_SLICE_MANUFACTURER} cards serve more than one "
+            f"slice in one container ({maker} gives it one slice per card); ask for a larger slice instead"
         )
     percentage = _get(resources, base, ResourceKind.SLICED_MEMORY_PERCENTAGE)
     mib = _get(resources, base, ResourceKind.SLICED_MEMORY_MIB)

@@ -37,7 +37,7 @@ def admit(containers: Sequence[Mapping[str, str]], card_mib: int | None = CARD_M
         for base in sliced_bases(resources, environ={}):
             card = card_mib if needs_card_memory(resources, base) else None
             resources.update(sliced_defaults(resources, base, card))
-            problems += sliced_problems(resources, base)
+            problems += sliced_problems(resources, base, environ={})
         admitted.append({name: str(value) for name, value in resources.items()})
     mixed = mixed_modes_problem([c.keys() for c in containers], environ={})
     problems += [mixed] if mixed else []
@@ -96,11 +96,35 @@ def test_unfoldable_memory_is_an_error(container: dict[str, str], card_mib: int 
             [{f"{GPU}.shared": "1"}, {SLICED: "1", MEM_PCT: "20"}], "only one of", id="shared-and-sliced"
         ),
         pytest.param([{GPU: "1"}, {f"{GPU}.shared": "1"}], "only one of", id="exclusive-and-shared"),
+        pytest.param(
+            [{"huawei.com/npu.sliced": "2", "huawei.com/npu.sliced.memory-percentage": "20"}],
+            r"huawei.com/npu.sliced must be 1, not 2: only nvidia cards serve more than one slice",
+            id="two-slices-of-an-ascend-card",
+        ),
+        pytest.param(
+            [{"mthreads.com/gpu.sliced": "4", "mthreads.com/gpu.sliced.memory-percentage": "10"}],
+            r"\(mthreads gives it one slice per card\)",
+            id="four-slices-of-an-mthreads-card",
+        ),
     ],
 )
 def test_invalid_pods_are_rejected(containers: list[dict[str, str]], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         admit(containers)
+
+
+def test_an_nvidia_container_may_hold_several_slices() -> None:
+    (admitted,) = admit([{SLICED: "2", MEM_PCT: "20"}])
+    assert admitted[UNITS] == "320k"
+    (one,) = admit([{"huawei.com/npu.sliced": "1", "huawei.com/npu.sliced.memory-percentage": "20"}])
+    assert one["huawei.com/npu.sliced.units"] == "320k"
+
+
+def test_the_one_slice_rule_follows_a_renamed_resource() -> None:
+    renamed = {"GPUSTACK_NVIDIA_ACCELERATABLE_RESOURCE_NAME": "example.com/gpu"}
+    two = {"example.com/gpu.sliced": Quantity(2), "example.com/gpu.sliced.memory-percentage": Quantity(20)}
+    assert sliced_problems(two, "example.com/gpu", renamed) == []
+    assert sliced_bases(two, renamed) == ["example.com/gpu"]
 
 
 def test_sliced_main_with_resource_free_sidecar_is_admitted() -> None:

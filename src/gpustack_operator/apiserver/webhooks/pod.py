@@ -7,7 +7,8 @@ compute share, before Kueue's own Pod webhook hashes the resources (our configur
 A memory in MiB is divided by the card VRAM of the pool's InstanceType, found by the Pod's
 `kueue.x-k8s.io/queue-name` label through the InstanceTypes' `schedule.gpustack.ai/queue-entrance` label,
 never by reading the LocalQueue, which any user of the namespace may write. The validating hook refuses a
-Pod mixing card modes, a sliced container without exactly one memory key, and a second container asking
+Pod mixing card modes, a sliced container without exactly one memory key or asking for more than one slice
+of a card that is not NVIDIA's, and a second container asking
 for cards of a mode another container already asks for (the device manager attributes one allocation per
 Pod, so that container's cards would be lost or given to another Pod). The rules themselves are
 pure (nodefeature.podslices); this module reads the Pod, finds the VRAM and shapes the refusals.
@@ -189,7 +190,7 @@ class PodHooks:
             for base in sliced_bases(resources, self.environ):
                 errors += [
                     FieldError(field.ErrorType.INVALID, f"{path}.resources", problem)
-                    for problem in sliced_problems(resources, base)
+                    for problem in sliced_problems(resources, base, self.environ)
                 ]
         mixed = mixed_modes_problem(names, self.environ)
         if mixed:
