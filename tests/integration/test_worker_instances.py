@@ -238,6 +238,36 @@ async def test_5_the_ssh_sidecar_sees_the_same_card_and_the_ledger_counts_it_onc
     assert len(cards_of(pod)) == 1
 
 
+async def test_6_a_pod_deleted_by_someone_else_is_recreated_and_runs_again(
+    kube: Client, kubectl: Kubectl, space: str
+) -> None:
+    name = await started(kube, kubectl, space)
+    await reaches(kube, space, name, "Running")
+    lost = (await kube.get(PODS, name, space))["metadata"]["uid"]
+    await kubectl.ok("delete", "pod", name, "-n", space, "--wait=false")
+
+    async def replaced() -> JSONObj:
+        pod = await kube.get_or_none(PODS, name, space)
+        assert pod is not None, "no Pod yet"
+        assert pod["metadata"]["uid"] != lost, "still the deleted Pod"
+        return pod
+
+    pod = await eventually(replaced, timeout=LONG, what="the Instance's Pod recreated")
+    assert pod["metadata"]["ownerReferences"][0]["name"] == name
+
+    async def follows_the_new_pod() -> bool:  # Running again, with the cards the new Pod was given
+        status = await status_of(kube, space, name)
+        now = await kube.get(PODS, name, space)
+        assert now["metadata"]["uid"] == pod["metadata"]["uid"]
+        assert status.get("phase") == "Running", status
+        assert status.get("nodeName") == now["spec"].get("nodeName")
+        assert sorted(card for card, _ in allocated_cards(status)) == sorted(c for c, _, _ in cards_of(now))
+        assert len(allocated_cards(status)) == 1
+        return True
+
+    await eventually(follows_the_new_pod, timeout=LONG, what="the Instance running on its new Pod")
+
+
 async def _quiet(kube: Client, namespace: str, name: str, seconds: float = 8.0) -> int:
     """How many times the Instance changed over `seconds` (its resourceVersion)."""
     versions = set()
