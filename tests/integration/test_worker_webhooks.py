@@ -192,6 +192,41 @@ async def test_a_pod_the_cards_cannot_serve_is_refused_naming_the_field(
     assert says in err
 
 
+def reviews(metrics_text: str) -> dict[tuple[str, str], float]:
+    """(webhook, outcome) -> reviews answered, from the worker's latency histogram's _count series."""
+    pattern = re.compile(r"^gpustack_webhook_latency_seconds_count\{(.*)\} (\S+)$")
+    found = {}
+    for line in metrics_text.splitlines():
+        if match := pattern.match(line):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', match[1]))
+            found[(labels["webhook"], labels["outcome"])] = float(match[2])
+    return found
+
+
+async def test_the_worker_times_every_review_by_webhook_and_outcome(
+    kubectl: Kubectl, served: Served, card_type: str, kueue_namespace: str
+) -> None:
+    validate, mutate = "gpustack-worker.validate.core.v1.pod", "gpustack-worker.mutate.core.v1.pod"
+    before = reviews(await served.worker.metrics())
+    refused, _ = await create(kubectl, queued_pod(kueue_namespace, card_type, {GPU: "1"}, {GPU: "1"}))
+    assert refused is None
+    admitted, err = await create(
+        kubectl, queued_pod(kueue_namespace, card_type, {SLICED: "1", MEM_PCT: "25"})
+    )
+    assert admitted is not None, err
+    after = reviews(await served.worker.metrics())
+
+    def more(key: tuple[str, str]) -> float:
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    assert more((validate, "denied")) == 1
+    assert more((validate, "allowed")) == 1
+    assert more((mutate, "allowed")) == 2
+    assert more((validate, "error")) == more((mutate, "error")) == 0
+    text = await served.worker.metrics()
+    assert f'gpustack_webhook_latency_seconds_bucket{{le="0.1",outcome="allowed",webhook="{mutate}"}}' in text
+
+
 async def test_memory_mib_without_an_instance_type_behind_the_queue_is_refused(
     kubectl: Kubectl, served: Served, kueue_namespace: str
 ) -> None:

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the controllers, their work queues, the informers and leader election.
+"""Prometheus metrics of the controllers, their work queues, the informers, leader election and webhooks.
 
 An operator that silently stops converging looks healthy from outside; these series answer "is it
 reconciling, how often does it fail, is work piling up, are the watches relisting, who leads, how many
@@ -68,12 +68,24 @@ class Metrics:
         self.leader = Gauge(
             "gpustack_leader_election_status", "1 while this process holds the lease.", ["name"], registry=r
         )
+        self.webhook_latency = Histogram(
+            "gpustack_webhook_latency_seconds",
+            "Time to answer an admission review, by webhook and outcome (allowed, denied, error: a review"
+            " the hook could not decide, denied all the same); the _count is the reviews answered.",
+            ["webhook", "outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.requests = Counter(
             "gpustack_rest_client_requests",
             "API requests sent, by method (WATCH for a watch), resource and response code (0: none came).",
             ["method", "resource", "code"],
             registry=r,
         )
+
+    def observe_review(self, webhook: str, outcome: str, seconds: float) -> None:
+        """An apiserver.webhooks.server.ReviewObserver: one admission review answered."""
+        self.webhook_latency.labels(webhook, outcome).observe(seconds)
 
     def observe_request(self, method: str, resource: str, code: int) -> None:
         """A kube.client.RequestObserver: count one request."""

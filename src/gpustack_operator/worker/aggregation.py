@@ -38,7 +38,7 @@ from gpustack_operator.apiserver.registry import (
 )
 from gpustack_operator.apiserver.webhooks.kinds import worker_webhooks
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
-from gpustack_operator.apiserver.webhooks.server import WebhookRoutes, configurations, drifted
+from gpustack_operator.apiserver.webhooks.server import ReviewObserver, WebhookRoutes, configurations, drifted
 from gpustack_operator.certs import pki
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
@@ -93,7 +93,12 @@ class AggregatedAPI:
     """One worker's aggregated API server and its registration."""
 
     def __init__(
-        self, client: Client, options: AggregationOptions, environment: Environment, lookups: Lookups
+        self,
+        client: Client,
+        options: AggregationOptions,
+        environment: Environment,
+        lookups: Lookups,
+        observe_review: ReviewObserver | None = None,
     ) -> None:
         self.client = client
         types = lookups.instance_types_cache
@@ -103,7 +108,9 @@ class AggregatedAPI:
         if self.instance_types is not None:
             self.instance_types.keep_managed_fields = True
         self.webhooks = (
-            WebhookRoutes(worker_webhooks(lookups, environment.pod_namespace)) if options.webhooks else None
+            WebhookRoutes(worker_webhooks(lookups, environment.pod_namespace), observe_review)
+            if options.webhooks
+            else None
         )
         self.options = options
         self.namespace = environment.pod_namespace

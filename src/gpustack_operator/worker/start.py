@@ -100,6 +100,7 @@ class _Worker:
                 options.aggregation,
                 environment,
                 _lookups(api_client or client, informers, environment),
+                metrics.observe_review,
             )
             if options.aggregation is not None
             else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -30,6 +31,7 @@ from gpustack_operator.kube.errors import KubeError
 __all__ = [
     "MUTATING_CONFIGURATION",
     "VALIDATING_CONFIGURATION",
+    "ReviewObserver",
     "Rule",
     "Webhook",
     "WebhookRoutes",
@@ -164,12 +166,21 @@ def _failure(webhook: Webhook, message: str) -> Verdict:
     return Verdict.deny(StatusError(500, "InternalError", f"webhook {webhook.name}: {message}"))
 
 
-class WebhookRoutes:
-    """The aiohttp routes of `webhooks` (registry-style: `add_routes`); `paths` skip authentication."""
+ReviewObserver = Callable[[str, str, float], None]
+"""Told of every review answered: (webhook name, outcome: allowed, denied or error, seconds taken)."""
 
-    def __init__(self, webhooks: Sequence[Webhook]) -> None:
+
+class WebhookRoutes:
+    """The aiohttp routes of `webhooks` (registry-style: `add_routes`); `paths` skip authentication.
+
+    `observe` hears of every review answered (for the worker's latency histogram): an error is a review
+    the hook could not decide (the API server unreachable, a bug), answered by a denial all the same.
+    """
+
+    def __init__(self, webhooks: Sequence[Webhook], observe: ReviewObserver | None = None) -> None:
         self.webhooks = list(webhooks)
         self.paths = frozenset(w.path for w in self.webhooks)
+        self.observe = observe
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         for webhook in self.webhooks:
@@ -190,10 +201,14 @@ class WebhookRoutes:
             review = parse(await request.read())
         except ReviewError as err:
             raise bad_request(f"not an AdmissionReview v1 request: {err}") from None
+        started = time.perf_counter()
+        outcome = "error"
         try:
             verdict = await webhook.hook(review)
+            outcome = "allowed" if verdict.allowed else "denied"
         except StatusError as err:
             verdict = Verdict.deny(err)
+            outcome = "denied"
         except KubeError as err:
             log.warning(
                 "Webhook %s: refusing %s %s/%s: %s",
@@ -220,4 +235,6 @@ class WebhookRoutes:
                 review.username or "?",
                 verdict.status.message,
             )
+        if self.observe is not None:
+            self.observe(webhook.name, outcome, time.perf_counter() - started)
         return web.json_response(answer(review, verdict))
