@@ -67,6 +67,7 @@ from gpustack_operator.apiserver.registry.selectors import Match, parse_selector
 from gpustack_operator.apiserver.status import StatusError
 from gpustack_operator.kube.informer import EventHandler
 from gpustack_operator.kube.resources import Resource
+from gpustack_operator.settings.admission import parse_bool
 
 __all__ = ["WATCH_PARAMS", "CachedWatch", "Encode", "Events", "WatchCache", "Watchable", "watch_cache"]
 
@@ -102,8 +103,6 @@ BOOKMARK_EVERY = 60.0
 """Seconds between bookmarks, kube's own frequency."""
 MIN_REQUEST_TIMEOUT = 1800.0
 """A watch without `timeoutSeconds` lasts this times (1 + random), as kube-apiserver's."""
-_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_FALSE = frozenset({"", "0", "f", "F", "FALSE", "false", "False"})
 
 
 @runtime_checkable
@@ -269,11 +268,14 @@ class WatchCache:
     def _open(self, params: Mapping[str, str], floor: int) -> CachedWatch | None:
         if not params.keys() <= WATCH_PARAMS:
             return None
-        bookmarks = params.get("allowWatchBookmarks", "")
+        try:
+            bookmarks = parse_bool(params.get("allowWatchBookmarks") or "false")  # kube reads it as Go does
+        except ValueError:
+            return None
         seconds = decimal(params.get("timeoutSeconds", "0") or "0")
         labels, fields = params.get("labelSelector", ""), params.get("fieldSelector", "")
         match = self._selector(labels, fields)
-        if bookmarks not in _TRUE | _FALSE or seconds is None or match is None:
+        if seconds is None or match is None:
             return None
         if not self._continuous():
             return None
@@ -282,7 +284,7 @@ class WatchCache:
         stream = CachedWatch(
             self,
             match=match if labels.strip() or fields.strip() else None,
-            bookmarks=bookmarks in _TRUE,
+            bookmarks=bookmarks,
             seconds=float(seconds) or MIN_REQUEST_TIMEOUT * (1 + random.random()),
         )
         if wanted in ("", "0"):
