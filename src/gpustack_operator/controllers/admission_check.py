@@ -96,13 +96,12 @@ def queue_uses_check(queue: JSONObj | None, wl: JSONObj) -> bool:
     on_flavors = set(rule.get("onFlavors") or ())
     if not on_flavors:
         return True
-    assignments = ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ()
-    assigned = {f for a in assignments if isinstance(a, dict) for f in (a.get("flavors") or {}).values()}
-    return bool(on_flavors & assigned)
+    return not on_flavors.isdisjoint(indexers.assigned_flavors(wl))
 
 
 def _queue_name(wl: JSONObj) -> str:
-    return str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
+    """The ClusterQueue the workload reserved quota in, or ""."""
+    return next(iter(indexers.workload_cluster_queue(wl)), "")
 
 
 def holds_reservation(wl: JSONObj) -> bool:

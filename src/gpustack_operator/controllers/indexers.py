@@ -48,6 +48,7 @@ __all__ = [
     "WORKLOADS_WAITING_BY_FLAVOR",
     "WORKLOAD_CLUSTER_QUEUE",
     "WORKLOAD_WAITING_FLAVOR",
+    "assigned_flavors",
     "cluster_queue_flavors",
     "cluster_queue_pool",
     "devices_pool",
@@ -118,6 +119,11 @@ def workload_waiting_flavors(wl: JSONObj) -> list[str]:
         conditions.get("Finished"),
     ):
         return []
+    return assigned_flavors(wl)
+
+
+def assigned_flavors(wl: JSONObj) -> list[str]:
+    """Every ResourceFlavor the Workload's admission assigned to any of its pod sets, sorted."""
     assignments = _at(wl, "status", "admission", "podSetAssignments") or ()
     flavors = (_at(a, "flavors") or {} for a in assignments if isinstance(a, dict))
     return sorted({name for f in flavors if isinstance(f, dict) for v in f.values() for name in _names(v)})
