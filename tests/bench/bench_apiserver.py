@@ -259,10 +259,11 @@ FLOOR_SERVICE = "bench-floor"
 
 
 @contextlib.asynccontextmanager
-async def floors(box: Sandbox, kube: Client) -> AsyncIterator[list[tuple[str, str, int]]]:
+async def floors(box: Sandbox, kube: Client, raw: Raw) -> AsyncIterator[list[tuple[str, str, int]]]:
     """The floor backend built and served over HTTP/1.1 and over HTTP/2, each behind its own APIService.
 
-    Yields (label, base path, pid) per backend; everything is removed and stopped on the way out.
+    Each watches kube-apiserver at `raw.server` as the sandbox's admin. Yields (label, base path, pid) per
+    backend; everything is removed and stopped on the way out.
     """
     binary = box.run_dir / "bench-floor"
     build = await asyncio.create_subprocess_exec(
@@ -270,13 +271,11 @@ async def floors(box: Sandbox, kube: Client) -> AsyncIterator[list[tuple[str, st
     )
     if await build.wait() != 0:
         raise RuntimeError(f"go build in {FLOOR_SOURCE} failed")
-    config = yaml.safe_load(box.kubeconfig.read_text())
-    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
     upstream = [
-        f"--upstream={cluster['server']}",
-        f"--ca={cluster['certificate-authority']}",
-        f"--cert={user['client-certificate']}",
-        f"--key={user['client-key']}",
+        f"--upstream={raw.server}",
+        f"--ca={box.certs.ca_crt}",
+        f"--cert={box.certs.admin_crt}",
+        f"--key={box.certs.admin_key}",
     ]
     procs: list[asyncio.subprocess.Process] = []
     names: list[str] = []
@@ -400,7 +399,7 @@ async def watch_paths(
     try:
         async with contextlib.AsyncExitStack() as stack:
             if args.floor:
-                for label, base, pid in await stack.enter_async_context(floors(box, kube)):
+                for label, base, pid in await stack.enter_async_context(floors(box, kube, raw)):
                     paths.append(WatchPath(label, raw, base, {}))
                     pids[label] = pid
             watched = await fan_out(paths, kube, "bench-0003", args.watchers, args.updates, pids)

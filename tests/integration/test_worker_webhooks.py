@@ -26,6 +26,7 @@ import pytest
 import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpustack_operator.api.keys import QUEUE_ENTRANCE_LABEL
 from gpustack_operator.kube import resources
@@ -194,13 +195,13 @@ async def test_a_pod_the_cards_cannot_serve_is_refused_naming_the_field(
 
 def reviews(metrics_text: str) -> dict[tuple[str, str], float]:
     """(webhook, outcome) -> reviews answered, from the worker's latency histogram's _count series."""
-    pattern = re.compile(r"^gpustack_webhook_latency_seconds_count\{(.*)\} (\S+)$")
-    found = {}
-    for line in metrics_text.splitlines():
-        if match := pattern.match(line):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', match[1]))
-            found[(labels["webhook"], labels["outcome"])] = float(match[2])
-    return found
+    return {
+        (sample.labels["webhook"], sample.labels["outcome"]): sample.value
+        for family in text_string_to_metric_families(metrics_text)
+        if family.name == "gpustack_webhook_latency_seconds"
+        for sample in family.samples
+        if sample.name.endswith("_count")
+    }
 
 
 async def test_the_worker_times_every_review_by_webhook_and_outcome(
