@@ -329,3 +329,171 @@ async def test_killing_the_device_manager_and_starting_it_again_leaves_the_ledge
     }
     assert all(old[card]["mode"] in (0, 3) for card in changed)
     await remove_pods(kube, namespace)
+
+
+def sliced_percent(pct: int) -> dict[str, str]:
+    """A slice of `pct` % of a card, as the pod webhook leaves its limits."""
+    return {
+        "nvidia.com/gpu.sliced": "1",
+        "nvidia.com/gpu.sliced.memory-percentage": str(pct),
+        "nvidia.com/gpu.sliced.units": str(pct * 16_000),
+    }
+
+
+async def units_per_card(kube: Client, namespace: str) -> dict[str, int]:
+    """Card UUID -> units the namespace's active pods' annotations hold on it."""
+    held: dict[str, int] = {}
+    for pod in await kube.list(resources.PODS, namespace):
+        if pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        for card, _, units in cards_of(pod):
+            held[card] = held.get(card, 0) + units
+    return held
+
+
+async def ledger_matches(kube: Client, node: str, held: dict[str, int]) -> bool:
+    """Every card's ledger remaining is the card minus what its pods hold."""
+    cards = await ledger(kube, node)
+    return all(remaining == 1_600_000 - held.get(card, 0) for card, (_, remaining) in cards.items())
+
+
+async def metric(sandbox: Sandbox, node: str, name: str) -> float:
+    """Sum of one series family of the node's device manager."""
+    assert sandbox.state is not None
+    url = sandbox.state.agent_metrics[device_manager_name(node)]
+    async with aiohttp.ClientSession() as session, session.get(url) as resp:
+        text = await resp.text()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+
+async def test_half_card_slices_spread_over_cards_fill_a_node_exactly_and_the_next_is_refused_at_allocate(
+    sandbox: Sandbox, kube: Client, kueue_namespace: str
+) -> None:
+    """Issue 22: six halves used to land on one card; now two per card, and a 17th half is refused."""
+    namespace, node = kueue_namespace, "h100-0"
+    await set_sliced_capacity(kube, node, 8, H100_MIB)
+    names = [f"half-{i:02d}" for i in range(16)]
+    for name in names[:6]:  # one by one, each Running before the next
+        await kube.create(resources.PODS, gpu_pod(name, node, sliced_percent(50)), namespace)
+
+        async def up(name: str = name) -> list[dict[str, Any]] | None:
+            return await running(kube, namespace, [name])
+
+        await eventually(up, timeout=120, what=f"{name} Running")
+    held = await units_per_card(kube, namespace)
+    assert sorted(held.values()) == [1_600_000] * 3, f"two halves on each of three cards, got {held}"
+    await asyncio.gather(  # the rest together
+        *(kube.create(resources.PODS, gpu_pod(n, node, sliced_percent(50)), namespace) for n in names[6:])
+    )
+
+    async def all_up() -> list[dict[str, Any]] | None:
+        return await running(kube, namespace, names)
+
+    await eventually(all_up, timeout=180, what="sixteen halves Running")
+    held = await units_per_card(kube, namespace)
+    assert held == dict.fromkeys(held, 1_600_000), held
+    assert len(held) == 8
+
+    async def booked() -> bool:
+        return await ledger_matches(kube, node, held)
+
+    await eventually(booked, timeout=60, what="ledger shows every card exactly full")
+    refused_before = await metric(sandbox, node, "gpustack_device_manager_allocate_refusals_total")
+
+    # The scheduler would stop a 17th at the node's .sliced.units; say the node has twice the units so
+    # it reaches the kubelet, as a stale capacity or a pod bound by name would.
+    await set_sliced_capacity(kube, node, 16, H100_MIB)
+    await kube.create(resources.PODS, gpu_pod("seventeenth", node, sliced_percent(50)), namespace)
+
+    async def failed() -> dict[str, Any] | None:
+        pod = await kube.get(resources.PODS, "seventeenth", namespace)
+        return pod if pod["status"].get("phase") == "Failed" else None
+
+    pod = await eventually(failed, timeout=120, what="the 17th half failed at admission")
+    assert pod["status"]["reason"] == "UnexpectedAdmissionError"
+    message = pod["status"]["message"]
+    assert "has 0 of 1600000 units left" in message, message
+    assert "the container needs 800000" in message
+    assert "refused rather than oversell the card" in message
+    assert allocation(pod) is None, "never recorded"
+    assert await ledger_matches(kube, node, held)
+    assert await metric(sandbox, node, "gpustack_device_manager_allocate_refusals_total") > refused_before
+    await set_sliced_capacity(kube, node, 8, H100_MIB)
+    await remove_pods(kube, namespace)
+
+
+async def test_mixed_slices_created_together_never_oversell_a_card(
+    kube: Client, kueue_namespace: str
+) -> None:
+    namespace, node = kueue_namespace, "h100-1"
+    await set_sliced_capacity(kube, node, 8, H100_MIB)
+    sizes = [30, 30, 30, 70, 50, 20, 40, 60, 30, 30, 50, 30]
+    names = [f"mix-{i:02d}-{pct}" for i, pct in enumerate(sizes)]
+    await asyncio.gather(
+        *(
+            kube.create(resources.PODS, gpu_pod(name, node, sliced_percent(pct)), namespace)
+            for name, pct in zip(names, sizes, strict=True)
+        )
+    )
+
+    async def all_up() -> list[dict[str, Any]] | None:
+        return await running(kube, namespace, names)
+
+    await eventually(all_up, timeout=180, what="twelve mixed slices Running")
+    held = await units_per_card(kube, namespace)
+    assert all(units <= 1_600_000 for units in held.values()), held
+    assert sum(held.values()) == sum(sizes) * 16_000
+
+    async def booked() -> bool:
+        return await ledger_matches(kube, node, held)
+
+    await eventually(booked, timeout=60, what="ledger remaining = card minus its pods")
+    await remove_pods(kube, namespace)
+
+
+async def test_an_overcommit_recorded_earlier_is_shown_in_the_ledger_and_counted(
+    sandbox: Sandbox, kube: Client, kueue_namespace: str
+) -> None:
+    """Two pods whose annotations (an older version's, or written by hand) give one card 1.5 cards."""
+    namespace, node = kueue_namespace, "h100-1"
+    card = next(iter(await ledger(kube, node)))
+    group = (await kube.get(resources.DEVICES, node))["spec"]["groups"][0]["id"]
+    for n in range(2):
+        record = {
+            "main": {
+                "devices": {
+                    "groups": [
+                        {
+                            "id": group,
+                            "manufacturer": "nvidia",
+                            "accelerators": [{"id": card, "index": 0, "mode": 3, "allocated": 1_200_000}],
+                        }
+                    ]
+                },
+                "deviceIDs": [f"{group}:{card}:{n:04d}"],
+            }
+        }
+        legacy = gpu_pod(f"legacy-{n}", node, {})
+        legacy["metadata"]["annotations"] = {ACCELERATOR_ALLOCATED_ANNOTATION: json.dumps(record)}
+        await kube.create(resources.PODS, legacy, namespace)
+
+    async def shown() -> dict[str, Any] | None:
+        devices = await kube.get(resources.DEVICES, node)
+        rows = [a for g in devices.get("status", {}).get("groups", []) for a in g["accelerators"]]
+        row = next(a for a in rows if a["id"] == card)
+        return row if row.get("oversold") else None
+
+    row = await eventually(shown, timeout=60, what="the card shown oversold")
+    assert row["remaining"] == -800_000
+    assert row["mode"] == 3
+
+    async def counted() -> bool:
+        return await metric(sandbox, node, "gpustack_device_manager_oversold_cards") == 1
+
+    await eventually(counted, timeout=30, what="the oversold card counted in the device manager's metrics")
+    await remove_pods(kube, namespace)
+
+    async def cleared() -> bool:
+        return await metric(sandbox, node, "gpustack_device_manager_oversold_cards") == 0
+
+    await eventually(cleared, timeout=60, what="no card oversold once the pods are gone")

@@ -83,6 +83,7 @@ def test_the_check_catches_a_drifted_shape() -> None:
     assert sorted(mismatches(_DriftedAllocation, AcceleratorAllocation)) == [
         "allocated: only in the schema",
         "index: required in the TypedDict must equal always-written",
+        "oversold: only in the schema",
         "remaining: only in the schema",
         "spare: only in the TypedDict",
     ]

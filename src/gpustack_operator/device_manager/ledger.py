@@ -4,7 +4,10 @@ The device plugin records every allocation on its pod (`device.gpustack.ai/accel
 ``allocator.annotation``); the pods are the only durable record, so the ledger is a pure function of the
 Devices spec and the node's pods (contract §2.5). Every card starts free (mode None, 1,600,000 units);
 each pod, oldest first, folds its containers in name order, setting the card's mode and taking its units;
-a pod that would put a card held in one mode into another is skipped whole and reported. The fold is the
+a pod that would put a card held in one mode into another is skipped whole and reported. Unlike the
+contract's fold, `remaining` is not clamped at zero: a card whose holders were given more than it has
+shows its true, negative remaining and `oversold: true`, is logged and counted
+(`gpustack_device_manager_oversold_cards`), and gives nothing in the InstanceType views. The fold is the
 allocator's own (``allocator.holdings``), so the ledger and Allocate's cross-mode check never disagree,
 and a restarted device manager rebuilds exactly the same ledger.
 
@@ -41,6 +44,8 @@ class Rebuild:
     """Pods skipped because they hold a card in a mode another pod already holds it in."""
     unreadable: list[str] = field(default_factory=list)
     """Pods whose annotation cannot be parsed: their cards read free while they may still hold them."""
+    oversold: list[str] = field(default_factory=list)
+    """UUIDs of the cards whose holders add up to more than the card (remaining below zero)."""
 
 
 def remaining_of(entry: AcceleratorAllocation) -> int:
@@ -55,8 +60,10 @@ def _status(spec: DevicesSpec, holdings: Holdings) -> DevicesStatus:
         for acc in group.get("accelerators", []):
             holding = holdings.get((group["id"], acc["id"]))
             entry: AcceleratorAllocation = {"id": acc["id"], "index": acc["index"], "mode": int(holding.mode)}
-            if holding.remaining > 0:
+            if holding.remaining:
                 entry["remaining"] = holding.remaining
+            if holding.oversold:
+                entry["oversold"] = True
             entries.append(entry)
         groups.append({"id": group["id"], "manufacturer": group["manufacturer"], "accelerators": entries})
     return {"groups": groups}  # type: ignore[typeddict-item]
@@ -90,7 +97,14 @@ def rebuild(spec: DevicesSpec, pods: Iterable[Mapping[str, Any]]) -> Rebuild:
             continue
         if allocations and not holdings.add_pod(pod_key(pod), allocations):
             conflicts.append(pod_key(pod))
-    return Rebuild(_status(spec, holdings), conflicts, unreadable)
+    status = _status(spec, holdings)
+    oversold = [
+        f"{entry['id']}"
+        for group in status["groups"]
+        for entry in group.get("accelerators", [])
+        if entry.get("oversold")
+    ]
+    return Rebuild(status, conflicts, unreadable, oversold)
 
 
 async def sync_status(client: Client, node: str) -> Rebuild | None:

@@ -34,6 +34,7 @@ from gpustack_operator.device_manager.allocator.annotation import ANNOTATION
 from gpustack_operator.device_manager.allocator.sources import KubePods, KubePodWriter, pod_informer
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths
 from gpustack_operator.device_manager.health import DEFAULT_RECOVERY_CHECKS, HealthGate
+from gpustack_operator.device_manager.metrics import DeviceMetrics, parse_bind_address, serve_metrics
 from gpustack_operator.device_manager.model import Backend
 from gpustack_operator.device_manager.monitor import DetectLoop
 from gpustack_operator.device_manager.plugin.api import KUBELET_SOCKET
@@ -63,6 +64,7 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 GC_PERIOD = 300.0
 """Most seconds between sweeps of ghost reservations and per-pod work directories; sweeps come every retry
 window of the allocator when that is shorter (a deleted pod's directory goes with the next one)."""
+DEFAULT_METRICS_ADDRESS = "127.0.0.1:9402"
 MODES = {
     DeviceAllocationMode.EXCLUSIVE: ResourceKind.EXCLUSIVE,
     DeviceAllocationMode.SHARED: ResourceKind.SHARED,
@@ -76,6 +78,15 @@ def parse_duration(text: str) -> float:
     if match is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 15s, 500ms or 2m")
     return float(match["n"]) * _UNIT_SECONDS[match["unit"]]
+
+
+def _bind_address(text: str) -> str:
+    """A `--metrics-bind-address` value, checked (argparse type)."""
+    try:
+        parse_bind_address(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    return text
 
 
 def positive_int(text: str) -> int:
@@ -133,6 +144,14 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "any other. Neither ends the process",
     )
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: in-cluster)")
+    parser.add_argument(
+        "--metrics-bind-address",
+        type=_bind_address,
+        default=DEFAULT_METRICS_ADDRESS,
+        metavar="HOST:PORT",
+        help="where to serve Prometheus /metrics (oversold cards, Allocate refusals); `:9402` listens on "
+        "every interface, 0 turns it off (default: %(default)s)",
+    )
 
 
 @dataclass(frozen=True)
@@ -151,6 +170,8 @@ class ServeOptions:
     fast_failed: bool = True
     """False with `--no-fast-failed`: publish a first detection that found none of the cards asked for."""
     health_recovery_checks: int = DEFAULT_RECOVERY_CHECKS
+    metrics_address: str = "0"
+    """`--metrics-bind-address` (`0`: no metrics server)."""
 
     @property
     def awaited(self) -> str | None:
@@ -176,13 +197,38 @@ def resource_specs(manufacturer: str, inventory: Inventory, opts: ServeOptions) 
 
 
 class LedgerWriter:
-    """Rebuilds Devices.status after each kick; kicks that arrive while it works coalesce into one."""
+    """Rebuilds Devices.status after each kick; kicks that arrive while it works coalesce into one. Each
+    rebuild sets the oversold-cards gauge, and a change in which cards are oversold is logged."""
 
-    def __init__(self, client: Client, node: str, clock: Clock | None = None, retry: float = 1.0) -> None:
+    def __init__(
+        self,
+        client: Client,
+        node: str,
+        clock: Clock | None = None,
+        retry: float = 1.0,
+        metrics: DeviceMetrics | None = None,
+    ) -> None:
         self.client, self.node = client, node
         self.clock: Clock = clock or MonotonicClock()
         self.retry = retry
+        self.metrics = metrics or DeviceMetrics()
         self._kicked = asyncio.Event()
+        self._oversold: list[str] = []
+
+    def _observe(self, result: ledger.Rebuild | None) -> None:
+        oversold = result.oversold if result is not None else []
+        self.metrics.oversold_cards.labels(self.node).set(len(oversold))
+        if oversold != self._oversold:
+            if oversold:
+                log.warning(
+                    "node=%s cards oversold (their holders were given more than the card has; they give "
+                    "nothing until enough holders finish): %s",
+                    self.node,
+                    ", ".join(oversold),
+                )
+            else:
+                log.info("node=%s no card is oversold any more", self.node)
+            self._oversold = oversold
 
     def kick(self) -> None:
         self._kicked.set()
@@ -192,7 +238,7 @@ class LedgerWriter:
             await self._kicked.wait()
             self._kicked.clear()
             try:
-                await ledger.sync_status(self.client, self.node)
+                self._observe(await ledger.sync_status(self.client, self.node))
             except Conflict:
                 log.info("node=%s Devices changed while the ledger was rebuilt; rebuilding", self.node)
                 self._kicked.set()
@@ -242,6 +288,7 @@ def options_from_args(args: argparse.Namespace, environment: Environment) -> Ser
         kubeconfig=args.kubeconfig,
         fast_failed=not args.no_fast_failed,
         health_recovery_checks=args.health_recovery_checks,
+        metrics_address=args.metrics_bind_address,
     )
 
 
@@ -250,7 +297,8 @@ async def serve(opts: ServeOptions, backend: Backend, clock: Clock | None = None
     clock = clock or MonotonicClock()
     client = await connect(opts.kubeconfig)
     inventories = {mfr: Inventory(mfr) for mfr in opts.manufacturers}
-    writer = LedgerWriter(client, opts.node, clock)
+    metrics = DeviceMetrics()
+    writer = LedgerWriter(client, opts.node, clock, metrics=metrics)
     informer = pod_informer(client, opts.node)
     pods = KubePods(client, informer, opts.node)
     kubelet_pods = PodResourcesClient(opts.pod_resources_socket)
@@ -262,6 +310,7 @@ async def serve(opts: ServeOptions, backend: Backend, clock: Clock | None = None
         writer.kick,
         clock=clock,
         kubelet=kubelet_pods,
+        on_refused=lambda resource, reason: metrics.allocate_refusals.labels(resource, reason).inc(),
     )
     informer.add_handler(PodEvents(allocator, pods, writer))
     plugins = VendorPlugins(
@@ -308,8 +357,12 @@ async def serve(opts: ServeOptions, backend: Backend, clock: Clock | None = None
         sup.spawn("device-plugins", plugins.run, restart="on-failure")
         writer.kick()
 
+    address = parse_bind_address(opts.metrics_address)
+    stop_metrics = serve_metrics(metrics, address) if address is not None else None
     try:
         return await run_until_signal(setup)
     finally:
+        if stop_metrics is not None:
+            await asyncio.to_thread(stop_metrics)
         await kubelet_pods.close()
         await client.close()

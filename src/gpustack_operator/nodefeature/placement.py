@@ -108,7 +108,7 @@ def place(asks: Sequence[Ask], ledger: Ledger) -> Placement | None:
         for node in set(ask.nodes) & state.keys():
             if len(state[node]) >= len(ask.needs):
                 if node not in spare:
-                    spare[node] = sum(card.remaining for card in state[node].values())
+                    spare[node] = sum(card.room for card in state[node].values())
                 heap.append((spare[node], node))
         heapq.heapify(heap)
         for _ in range(ask.count):

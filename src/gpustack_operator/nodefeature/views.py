@@ -7,7 +7,8 @@ how free each card is, so the three views are a per-card bin-packing projection 
 remaining >= D and the device manager does not report it unhealthy (an unhealthy card keeps its place in
 capacity, as the kubelet keeps it in a node's capacity, but gives nothing in any view); exclusive counts
 free cards; shared adds remaining / 160_000 when the card is free or already Shared; sliced (logically
-sliceable cards only) adds remaining / 16_000 when it is free or already Sliced. onceMaxRequest is the most
+sliceable cards only) adds remaining / 16_000 when it is free or already Sliced; an oversold card (negative
+remaining, see device_manager.ledger) adds nothing. onceMaxRequest is the most
 one request can get: a node's sum for exclusive and shared (one request may span a node's cards), the freest
 single card for sliced (VRAM is per card). A CPU-only type's view comes from its ClusterQueue instead: the
 nominal cpu quota, less what workloads reserved (scaled back from the overcommitted 800m-per-core request
@@ -46,6 +47,12 @@ class Card:
     mode: int
     sliceable: bool
     healthy: bool = True
+
+    @property
+    def room(self) -> int:
+        """The units it can still give: its remaining, or none when the ledger shows it oversold (its
+        holders were given more than it has; a negative remaining)."""
+        return max(self.remaining, 0)
 
     @property
     def free(self) -> bool:
@@ -165,9 +172,9 @@ def accelerator_views(nodes: Iterable[Sequence[Card]]) -> AcceleratorViews:
         for card in node:
             node_free += card.free
             if card.shareable:
-                node_shares += card.remaining // SHARED_UNITS
+                node_shares += card.room // SHARED_UNITS
             if card.sliceable_now:
-                card_percent = card.remaining // MEMORY_PERCENT_UNITS
+                card_percent = card.room // MEMORY_PERCENT_UNITS
                 percent += card_percent
                 most_percent = max(most_percent, card_percent)
         cards += len(node)

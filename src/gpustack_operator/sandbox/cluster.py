@@ -62,6 +62,8 @@ class State:
     started_at: float = field(default_factory=time.time)
     agent_probes: dict[str, str] = field(default_factory=dict)
     """Readiness URLs of the per-node agents (kubelet stand-ins, device managers) by process name."""
+    agent_metrics: dict[str, str] = field(default_factory=dict)
+    """Prometheus endpoints of the per-node agents that serve one (the device managers) by process name."""
 
     def save(self) -> None:
         (Path(self.run_dir) / STATE_FILE).write_text(json.dumps(asdict(self), indent=2))
@@ -290,6 +292,7 @@ class Sandbox:
         ]
         for pair in pairs:
             self.state.agent_probes.update({agent.name: agent.probe for agent in pair})
+            self.state.agent_metrics.update({agent.name: agent.metrics for agent in pair if agent.metrics})
 
         async def start(pair: tuple[nodeagents.Agent, nodeagents.Agent]) -> None:
             for agent in pair:

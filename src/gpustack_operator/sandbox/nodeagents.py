@@ -37,6 +37,8 @@ class Agent:
     name: str
     argv: list[str]
     probe: str
+    metrics: str | None = None
+    """The agent's Prometheus endpoint, when it serves one (the device managers)."""
 
 
 def kubelet_name(node: str) -> str:
@@ -109,6 +111,7 @@ def agents(run_dir: Path, kubeconfig: Path, inventory_file: Path, node: Inventor
         f"http://127.0.0.1:{port}/healthz",
     )
     ready = urlencode([("resource", name) for name in expected_resources(node)])
+    metrics_port = process.free_port()
     manager = Agent(
         device_manager_name(node.name),
         [
@@ -119,7 +122,9 @@ def agents(run_dir: Path, kubeconfig: Path, inventory_file: Path, node: Inventor
             *("--kube-socket", str(directory / "kubelet.sock"), "--kubeconfig", str(kubeconfig)),
             *("--pod-resources-socket", str(pod_resources_dir(run_dir, node.name) / "kubelet.sock")),
             *("--monitor-period", MONITOR_PERIOD),
+            *("--metrics-bind-address", f"127.0.0.1:{metrics_port}"),
         ],
         f"http://127.0.0.1:{port}/readyz?{ready}",
+        f"http://127.0.0.1:{metrics_port}/metrics",
     )
     return kubelet, manager

@@ -53,8 +53,11 @@ def pod(
     phase: str = "Running",
     deleting: bool = False,
     raw: str | None = None,
+    tokens: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """A pod whose annotation records ``containers`` as the device plugin writes it."""
+    """A pod whose annotation records ``containers`` as the device plugin writes it; each container is
+    given its own token of each card (`tokens` sets a container's token index, to share one)."""
+    token = {name: n for n, name in enumerate(containers or {})} | (tokens or {})
     record = {
         container: {
             "devices": {
@@ -69,7 +72,7 @@ def pod(
                     }
                 ]
             },
-            "deviceIDs": [f"{GROUP}:{card}:0000" for _, card, _ in holdings],
+            "deviceIDs": [f"{GROUP}:{card}:{token[container]:04d}" for _, card, _ in holdings],
         }
         for container, holdings in (containers or {}).items()
     }
@@ -128,8 +131,8 @@ def ledger(pods: list[dict[str, Any]]) -> list[tuple[int, int]]:
                 pod("p", {"main": [(SLICED, "GPU-0", 1_200_000)]}),
                 pod("q", {"main": [(SLICED, "GPU-0", 800_000)]}),
             ],
-            [(SLICED, 0), (0, 1_600_000)],
-            id="over-allocation-floors-at-zero",
+            [(SLICED, -400_000), (0, 1_600_000)],
+            id="over-allocation-shows-as-negative",
         ),
         pytest.param(
             [pod("p", {"main": [(SLICED, "GPU-0", 400_000)]}, deleting=True)],
@@ -176,6 +179,29 @@ def test_containers_of_one_pod_in_conflicting_modes_skip_the_pod() -> None:
 def test_two_containers_holding_one_card_both_count() -> None:
     two = pod("p", {"main": [(SLICED, "GPU-0", 400_000)], "side": [(SLICED, "GPU-0", 200_000)]})
     assert ledger([two]) == [(SLICED, 1_000_000), (0, 1_600_000)]
+
+
+def test_an_app_container_reusing_its_init_containers_token_counts_once_at_the_larger_units() -> None:
+    reused = pod(
+        "p",
+        {"init": [(SLICED, "GPU-0", 400_000)], "main": [(SLICED, "GPU-0", 800_000)]},
+        tokens={"init": 3, "main": 3},
+    )
+    assert ledger([reused]) == [(SLICED, 800_000), (0, 1_600_000)]
+
+
+def test_an_oversold_card_keeps_its_true_remaining_and_says_so() -> None:
+    pods = [pod(f"half-{i}", {"main": [(SLICED, "GPU-0", 800_000)]}) for i in range(3)]
+    (entry, free) = rebuild(SPEC, pods).status["groups"][0]["accelerators"]
+    assert entry == {"id": "GPU-0", "index": 0, "mode": SLICED, "remaining": -800_000, "oversold": True}
+    assert "oversold" not in free
+    assert rebuild(SPEC, pods).oversold == ["GPU-0"]
+    exactly_full = [pod(f"half-{i}", {"main": [(SLICED, "GPU-0", 800_000)]}) for i in range(2)]
+    assert rebuild(SPEC, exactly_full).status["groups"][0]["accelerators"][0] == {
+        "id": "GPU-0",
+        "index": 0,
+        "mode": SLICED,
+    }, "a card given exactly its units is full, not oversold"
 
 
 def test_unreadable_annotation_is_reported_and_its_cards_read_free() -> None:

@@ -87,6 +87,11 @@ def all_views(views: AcceleratorViews) -> dict[str, tuple[str, str, str]]:
             id="unhealthy cards keep their place in capacity but offer nothing in any mode",
         ),
         pytest.param(
+            [[free(), Card(-800_000, SLICED, True), Card(-160_000, SHARED, True)]],
+            {"exclusive": ("3", "1", "1"), "shared": ("30", "10", "10"), "sliced": ("300", "100", "100")},
+            id="oversold cards (negative remaining) give nothing and take nothing from the others",
+        ),
+        pytest.param(
             [],
             {"exclusive": ("0", "0", "0"), "shared": ("0", "0", "0"), "sliced": ("0", "0", "0")},
             id="an empty pool",

@@ -117,7 +117,13 @@ AcceleratorAllocation = dsl.struct(
             enum=[m.value for m in DeviceAllocationMode],
         ),
         "allocated": dsl.integer("Allocated units (1 card = 1600000).", go_type="int32"),
-        "remaining": dsl.integer("Remaining units (1 card = 1600000).", go_type="int32"),
+        "remaining": dsl.integer(
+            "Remaining units (1 card = 1600000); negative when the card is oversold.", go_type="int32"
+        ),
+        "oversold": dsl.boolean(
+            "True when the holders of the card were given more units than it has (recorded by an older "
+            "version or by hand): the card gives nothing until enough of them finish."
+        ),
     },
 )
 

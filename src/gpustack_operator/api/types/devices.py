@@ -87,6 +87,9 @@ class AcceleratorAllocation(TypedDict):
     """A ``DeviceAllocationMode`` value."""
     allocated: NotRequired[int]
     remaining: NotRequired[int]
+    """Units left; negative when the card's holders were given more than it has."""
+    oversold: NotRequired[bool]
+    """Set when the holders add up to more than the card (an overcommit recorded earlier)."""
 
 
 class DevicesAllocationGroup(TypedDict):

@@ -7,14 +7,15 @@ earlier, whose matching containers all hold cards already, and the one it is adm
 known exactly (see `podresources/client.py`); without that answer, every pending pod on the node is a
 candidate and `identify` ranks them. The pod list comes from the informer cache and, when the cache shows
 no feasible match or a card held in another mode, from the API server. A conflict the API server confirms
-is refused at once with FAILED_PRECONDITION (the kubelet waits on Allocate, and the Pod start with it):
-confirmed means the API server's pods show the holder and the kubelet, when PodResources answers, still
-lists a holder as active - it frees a finished pod's devices before the pod's status reaches the API
-server, so a conflict with holders it no longer lists is retried. With no pod matching yet, or such an
-unconfirmed conflict, the call is retried within `retries` x `retry_interval` and then fails, which the
-kubelet turns into a failed admission. The durable record -
-the pod annotation - and the per-container work directory are written after the lock is released, under a
-per-pod lock.
+is refused at once with FAILED_PRECONDITION (the kubelet waits on Allocate, and the Pod start with it), and
+so is a demand a card has no room left for: the kubelet then fails the Pod's admission, which its user sees
+as UnexpectedAdmissionError, where recording it would tell every holder of the card it may use more than
+its share. Confirmed means the API server's pods show the holders and the kubelet, when PodResources
+answers, still lists one of them as active - it frees a finished pod's devices before the pod's status
+reaches the API server, so a conflict or a shortfall whose holders it no longer lists is retried. With no
+pod matching yet, or such an unconfirmed refusal, the call is retried within `retries` x `retry_interval`
+and then fails, which the kubelet turns into a failed admission. The durable record - the pod annotation -
+and the per-container work directory are written after the lock is released, under a per-pod lock.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from gpustack_operator.device_manager.allocator import pods as p
 from gpustack_operator.device_manager.allocator.annotation import ANNOTATION, encode, pod_allocations
 from gpustack_operator.device_manager.allocator.holdings import Reservations, prefer
 from gpustack_operator.device_manager.allocator.identify import Tier, resolve
-from gpustack_operator.device_manager.allocator.plan import CardConflictError, Plan, Planner
+from gpustack_operator.device_manager.allocator.plan import (
+    CardCapacityError,
+    CardConflictError,
+    Plan,
+    Planner,
+)
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths, WorkDirs
 from gpustack_operator.device_manager.plugin import ids
 from gpustack_operator.device_manager.plugin.handler import (
@@ -98,6 +104,7 @@ class Allocator:
         on_change: Callable[[], None] = lambda: None,
         clock: Clock | None = None,
         kubelet: KubeletSource | None = None,
+        on_refused: Callable[[str, str], None] = lambda resource, reason: None,
     ) -> None:
         self.inventories = inventories
         self.pods = pods
@@ -105,6 +112,8 @@ class Allocator:
         self.writer = writer
         self.config = config
         self.on_change = on_change
+        self.on_refused = on_refused
+        """Told (resource, reason: capacity, conflict or other) of every Allocate refused."""
         self.clock: Clock = clock or MonotonicClock()
         self.reservations = Reservations()
         self.planner = Planner(self.reservations, config.paths, inventories)
@@ -115,8 +124,19 @@ class Allocator:
     # ---- AllocationHandler ---------------------------------------------------------------------------------
     async def allocate(self, resource: ResourceSpec, device_ids: Sequence[str]) -> ContainerResponse:
         started = time.perf_counter()
-        devices, cards = resolve(resource, self.inventories.get(resource.manufacturer), device_ids)
-        plan = await self._identify(resource, devices, cards)
+        try:
+            devices, cards = resolve(resource, self.inventories.get(resource.manufacturer), device_ids)
+            plan = await self._identify(resource, devices, cards)
+        except AllocateError as err:
+            reason = (
+                "capacity"
+                if isinstance(err, CardCapacityError)
+                else "conflict"
+                if isinstance(err, CardConflictError)
+                else "other"
+            )
+            self.on_refused(resource.name, reason)
+            raise
         if plan.allocation is not None:
             await self._record(plan)
         log.info(
@@ -135,8 +155,10 @@ class Allocator:
     ) -> list[str]:
         inventory = self.inventories.get(resource.manufacturer)
         order = {card.key: card.index for card in inventory.cards()} if inventory else {}
-        holdings = self.planner.holdings(self.pods.cached())
-        return prefer(resource.mode, available, must_include, size, holdings, order)
+        pods = self.pods.cached()
+        holdings = self.planner.holdings(pods)
+        need = self.planner.need(resource, size, pods)
+        return prefer(resource.mode, available, must_include, size, holdings, order, need)
 
     # ---- lifecycle hooks -----------------------------------------------------------------------------------
     def release(self, pod: Mapping[str, Any]) -> None:

@@ -23,16 +23,28 @@ restart the annotations alone carry the state. A pod can vanish without the info
 synced cache has not shown for longer than the allocator's retry window expires: a ghost must not keep a
 card held until the next restart.
 
+Nothing here clamps. A card whose holders add up to more than it has (annotations written by an older
+version that allocated past the card, or by hand) keeps its true, negative `remaining` and reads as
+oversold: the ledger shows it, the device manager logs and counts it, and the InstanceType views give
+nothing from it. Hiding it at zero would make the card look exactly full while every holder was told it
+may use more than its share.
+
 GetPreferredAllocation (`prefer`) reads the same view to steer the kubelet's pick towards cards Allocate
-will accept: cards already held in the requested mode first (packing slices and shares, the emptiest of
-them first), then free cards, and cards held in another mode last; tokens are spread over distinct cards
-before a second token of one card is taken.
+will accept. It is told how many units one token of the asking container takes on each card (`need`, the
+allocator works it out from the pods that may be asking) and ranks the cards the way the worker's
+admission placement does (`nodefeature.placement`): cards that can take the need, those already held in
+the requested mode first and among them the one with the least room left (packing), then free cards;
+cards without room for the need after them (the roomiest first), and cards held in another mode last. Tokens are spread over
+distinct cards before a second token of one card is taken, and a token goes to a card only while the
+card has room for it and the tokens already picked there; when the cards with room cannot make up the
+size, the rest come from the others in rank order, so the kubelet still gets a full answer and Allocate
+refuses it with a message that names the card.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode
@@ -52,7 +64,17 @@ class Holding:
 
     mode: DeviceAllocationMode = NONE
     remaining: int = RESOURCE_MAX_UNITS
+    """Units left; negative when the holders were given more than the card has."""
     holders: list[str] = field(default_factory=list)
+
+    @property
+    def oversold(self) -> bool:
+        """The holders add up to more than the card."""
+        return self.remaining < 0
+
+    def can_take(self, mode: DeviceAllocationMode, units: int) -> bool:
+        """The card is free or held in `mode`, and has `units` left."""
+        return self.mode in (NONE, mode) and self.remaining >= units
 
 
 CardHomes = Mapping[tuple[str, str], str]
@@ -75,11 +97,17 @@ class Holdings:
         return self._cards.get(key) or Holding()
 
     def add_pod(self, holder: str, allocations: Mapping[str, ContainerAllocation]) -> bool:
-        """Apply one pod's containers (in name order); False, and nothing applied, on a mode conflict."""
-        charges: dict[CardKey, int] = {}
+        """Apply one pod's containers (in name order); False, and nothing applied, on a mode conflict.
+
+        A token (device ID) two containers of the pod both record counts once, at the larger of their
+        units: the kubelet hands an init container's devices on to the app containers that follow it, and
+        those never run at the same time. Tokens the record does not name count per container.
+        """
+        charges: dict[CardKey, dict[str, int]] = {}
         modes: dict[CardKey, DeviceAllocationMode] = {}
         for name in sorted(allocations):
             alloc = allocations[name]
+            tokens = _tokens_by_card(alloc.device_ids)
             for card in alloc.cards:
                 key = self._home(card)
                 held = self.get(key).mode
@@ -93,11 +121,15 @@ class Holdings:
                     )
                     return False
                 modes[key] = alloc.mode
-                charges[key] = charges.get(key, 0) + card.units
-        for key, units in charges.items():
+                mine: list[str] = sorted(tokens.get(card.uuid, ())) or [f"container {name}"]
+                per_token, rest = divmod(card.units, len(mine))
+                charged = charges.setdefault(key, {})
+                for n, token in enumerate(mine):
+                    charged[token] = max(charged.get(token, 0), per_token + (rest if n == 0 else 0))
+        for key, charged in charges.items():
             holding = self._cards.setdefault(key, Holding())
             holding.mode = modes[key]
-            holding.remaining = max(holding.remaining - units, 0)
+            holding.remaining -= sum(charged.values())
             holding.holders.append(holder)
         return True
 
@@ -107,9 +139,26 @@ class Holdings:
 
     def fits(self, demand: Mapping[CardKey, int], mode: DeviceAllocationMode) -> bool:
         """True when every card is free or held in `mode` and has the units the demand takes from it."""
-        return not self.conflicts(demand, mode) and all(
-            self.get(key).remaining >= units for key, units in demand.items()
-        )
+        return all(self.get(key).can_take(mode, units) for key, units in demand.items())
+
+    def short(self, demand: Mapping[CardKey, int]) -> dict[CardKey, Holding]:
+        """The cards among `demand` without the units it takes from them."""
+        return {key: self.get(key) for key, units in demand.items() if self.get(key).remaining < units}
+
+    def oversold(self) -> dict[CardKey, Holding]:
+        """Every card whose holders add up to more than the card."""
+        return {key: holding for key, holding in self._cards.items() if holding.oversold}
+
+
+def _tokens_by_card(device_ids: Iterable[str]) -> dict[str, set[str]]:
+    """Card UUID -> the device IDs among `device_ids` that are its tokens (unreadable IDs left out)."""
+    found: dict[str, set[str]] = {}
+    for device_id in device_ids:
+        try:
+            found.setdefault(ids.parse_id(device_id).uuid, set()).add(device_id)
+        except ids.InvalidDeviceIDError:
+            continue
+    return found
 
 
 @dataclass
@@ -174,13 +223,22 @@ class Reservations:
         return dropped
 
 
-def _rank(holdings: Holdings, key: tuple[str, str], mode: DeviceAllocationMode) -> tuple[int, int]:
+Need = Callable[[CardKey], int]
+"""Card -> the units one token of the asking container takes on it."""
+
+
+def _rank(holdings: Holdings, key: CardKey, mode: DeviceAllocationMode, units: int) -> tuple[int, int]:
+    """Smaller is better: held in `mode` with room (least room first), free, without room (most room
+    first: when `units` is the largest of several pods' needs, the card with the most room is the one most
+    likely to take the pod actually asking), held in another mode."""
     holding = holdings.get(key)
-    if holding.mode is DeviceAllocationMode.NONE:
-        return 1, 0
+    if holding.mode not in (NONE, mode):
+        return 3, 0
+    if holding.remaining < units:
+        return 2, -holding.remaining
     if holding.mode is mode:
-        return 0, -holding.remaining
-    return 2, 0
+        return 0, holding.remaining
+    return 1, 0
 
 
 def prefer(
@@ -189,15 +247,25 @@ def prefer(
     must_include: Sequence[str],
     size: int,
     holdings: Holdings,
-    order: Mapping[tuple[str, str], int] | None = None,
+    order: Mapping[CardKey, int] | None = None,
+    need: Need | None = None,
 ) -> list[str]:
     """Up to `size` IDs: every `must_include` ID, then the best of `available` by the rules above.
 
-    Among equally good cards the lower `order` (the card index) wins.
+    `need(card)` is what one token takes on that card (default: one unit, i.e. any room at all). Among
+    equally good cards the lower `order` (the card index) wins.
     """
     order = order or {}
+    units: Need = need or (lambda _key: 1)
     chosen = list(dict.fromkeys(must_include))
-    by_card: dict[tuple[str, str], list[ids.DeviceID]] = {}
+    taken: dict[CardKey, int] = {}
+    by_card: dict[CardKey, list[ids.DeviceID]] = {}
+    for device_id in chosen:
+        try:
+            key = ids.parse_id(device_id).card
+        except ids.InvalidDeviceIDError:
+            continue
+        taken[key] = taken.get(key, 0) + units(key)
     for device_id in available:
         if device_id in chosen:
             continue
@@ -206,12 +274,28 @@ def prefer(
         except ids.InvalidDeviceIDError:
             continue
         by_card.setdefault(device.card, []).append(device)
-    ranked = sorted(by_card, key=lambda key: (_rank(holdings, key, mode), order.get(key, 0), key))
+
+    def rank(key: CardKey) -> tuple[tuple[int, int], int, CardKey]:
+        return _rank(holdings, key, mode, units(key) + taken.get(key, 0)), order.get(key, 0), key
+
+    ranked = sorted(by_card, key=rank)
     queues = [sorted(by_card[key], key=lambda d: d.idx) for key in ranked]
-    depth = 0
-    while len(chosen) < size and any(depth < len(q) for q in queues):
-        for queue in queues:
-            if depth < len(queue) and len(chosen) < size:
-                chosen.append(str(queue[depth]))
-        depth += 1
+    rounds = [
+        (key, queue[depth])
+        for depth in range(max(map(len, queues), default=0))
+        for key, queue in zip(ranked, queues, strict=True)
+        if depth < len(queue)
+    ]
+    without_room: list[str] = []
+    for key, device in rounds:
+        if len(chosen) >= size:
+            break
+        want = taken.get(key, 0) + units(key)
+        second_slice = mode is DeviceAllocationMode.SLICED and key in taken  # a slice is one token per card
+        if not second_slice and holdings.get(key).can_take(mode, want):
+            chosen.append(str(device))
+            taken[key] = want
+        else:
+            without_room.append(str(device))
+    chosen += without_room[: max(size - len(chosen), 0)]
     return chosen[: max(size, len(must_include))]

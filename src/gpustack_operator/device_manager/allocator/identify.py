@@ -13,7 +13,7 @@ container whose limit for the resource equals the number of IDs. Among several, 
 tiers: first a pod part-way through admission (it holds cards for one container and still has a matching
 container without any: the kubelet allocates every container of a pod before it admits the next pod,
 and an app container reusing its init container's IDs lands here too), then pods whose demand fits the
-cards the kubelet picked, then pods it would not fit (the ledger clamps, the kubelet decided), and last
+cards the kubelet picked, then pods it would not fit (found only to be refused with the reason), and last
 pods whose every matching container already holds an allocation (a replay after a restart). The
 sidecar's visibility resource instead re-finds a pod that already holds cards and mirrors them.
 """
@@ -70,6 +70,7 @@ class Tier(enum.IntEnum):
     """Holds cards for some containers and has a matching container without: its admission is under way."""
     FEASIBLE = 1
     INFEASIBLE = 2
+    """Its demand does not fit the cards: the planner refuses it, naming the cards short of room."""
     CLAIMED = 3
     """Every matching container holds cards already: a replay."""
 

@@ -1,7 +1,9 @@
 """The decision inside the node lock: which pod, are its cards free, what it is given - no I/O.
 
 Given the pods on the node, the reservations and the kubelet's device IDs, a Planner identifies the pod,
-checks the cards against the cross-mode view and builds the allocation to record; the container response
+checks the cards against the cross-mode view (no card held in another mode, and room on every card for
+the units the container takes: a demand that does not fit is refused, never recorded as an overcommit)
+and builds the allocation to record; the container response
 comes from the vendor's module in `responses`, which may add host files to write once the allocation is
 recorded (outside the lock). Keeping this pure makes every mode's rules testable as tables, and keeps the
 locked section as short as the pod listing in front of it.
@@ -22,7 +24,13 @@ from gpustack_operator.device_manager.allocator.annotation import (
     pod_allocations,
 )
 from gpustack_operator.device_manager.allocator.demand import SlicedRequest, card_demand, sliced_request
-from gpustack_operator.device_manager.allocator.holdings import CardHomes, Holdings, Reservations
+from gpustack_operator.device_manager.allocator.holdings import (
+    CardHomes,
+    Holding,
+    Holdings,
+    Need,
+    Reservations,
+)
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths
 from gpustack_operator.device_manager.plugin.handler import (
     AllocationRefusedError,
@@ -32,9 +40,12 @@ from gpustack_operator.device_manager.plugin.handler import (
 from gpustack_operator.device_manager.plugin.ids import DeviceID
 from gpustack_operator.device_manager.plugin.inventory import CardInfo, Inventory
 from gpustack_operator.device_manager.podresources.model import PodName
+from gpustack_operator.nodefeature.credits import RESOURCE_MAX_UNITS, SHARED_UNITS
 
 CardKey = tuple[str, str]
 Pod = Mapping[str, Any]
+Change = tuple[Pod, str, ContainerAllocation | None]
+"""(pod, container, the container's allocation or None): a what-if for `Planner.holdings`."""
 
 
 class CardConflictError(AllocationRefusedError):
@@ -44,6 +55,10 @@ class CardConflictError(AllocationRefusedError):
         super().__init__(message)
         self.holders = frozenset(holders)
         """The holding pods, (namespace, name)."""
+
+
+class CardCapacityError(CardConflictError):
+    """A card the kubelet picked has fewer units left than the container takes from it."""
 
 
 @dataclass(frozen=True)
@@ -82,19 +97,62 @@ class Planner:
         """The pod's workload allocations: its annotation overlaid with this process's reservations."""
         return {**pod_allocations(pod), **self.reservations.containers(p.pod_uid(pod))}
 
-    def holdings(self, pods: Iterable[Pod]) -> Holdings:
+    def holdings(self, pods: Iterable[Pod], change: Change | None = None) -> Holdings:
         """The cross-mode view: active pods oldest first, then reservations of pods not listed yet; each
-        recorded card counted under the group it is filed under now (see holdings.py)."""
+        recorded card counted under the group it is filed under now (see holdings.py). `change` is one
+        container's allocation as it would be (None: dropped), to ask what an Allocate would leave."""
+
+        def held(uid: str, allocs: Mapping[str, ContainerAllocation]) -> Mapping[str, ContainerAllocation]:
+            if change is None or p.pod_uid(change[0]) != uid:
+                return allocs
+            rest = {name: alloc for name, alloc in allocs.items() if name != change[1]}
+            return rest if change[2] is None else {**rest, change[1]: change[2]}
+
         holdings = Holdings(self.homes())
-        listed = set()
+        seen = set()
         for pod in sorted(pods, key=p.age_key):
-            listed.add(p.pod_uid(pod))
-            if p.is_active(pod) and (allocs := self.allocations(pod)):
+            uid = p.pod_uid(pod)
+            seen.add(uid)
+            if p.is_active(pod) and (allocs := held(uid, self.allocations(pod))):
                 holdings.add_pod(p.pod_key(pod), allocs)
         for uid, reservation in self.reservations.items():
-            if uid not in listed and reservation.containers:
-                holdings.add_pod(reservation.key, reservation.containers)
+            if uid not in seen and (allocs := held(uid, reservation.containers)):
+                seen.add(uid)
+                holdings.add_pod(reservation.key, allocs)
+        if change is not None and change[2] is not None and p.pod_uid(change[0]) not in seen:
+            holdings.add_pod(p.pod_key(change[0]), {change[1]: change[2]})
         return holdings
+
+    def need(self, resource: ResourceSpec, size: int, pods: Sequence[Pod]) -> Need:
+        """What one token of `resource` takes on a card, for the pod the kubelet is about to allocate:
+        the containers that may be asking for `size` tokens (a pod part-way through admission when there
+        is one, else every pending pod with such a container) and, when they differ, the largest of their
+        needs, so that a card with room for it has room for whichever of them it is. With no pod asking,
+        the least the mode takes."""
+        mode = resource.mode
+        if mode is DeviceAllocationMode.EXCLUSIVE:
+            return lambda _key: RESOURCE_MAX_UNITS
+        if mode is not DeviceAllocationMode.SLICED:
+            return lambda _key: SHARED_UNITS if mode is DeviceAllocationMode.SHARED else 0
+        found = identify.candidates(
+            pods, resource.name, size, claimed=lambda pod: set(self.allocations(pod)), fits=lambda *_: True
+        )
+        asking = [c for c in found if c.tier is found[0].tier and c.tier is not identify.Tier.CLAIMED]
+        requests = [_sliced(resource, c.pod, c.container) for c in asking]
+        inventory = self.inventories.get(resource.manufacturer)
+
+        def units(key: CardKey) -> int:
+            card = inventory.card(key) if inventory is not None else None
+            most = 1
+            for request in requests:
+                if request is not None and card is not None:
+                    try:
+                        most = max(most, request.card_units(card.memory_mib))
+                    except AllocationRefusedError:
+                        continue  # Allocate will refuse that pod with the reason
+            return most
+
+        return units
 
     def plan(
         self,
@@ -141,6 +199,13 @@ class Planner:
             ),
             tuple(str(d) for d in devices),
         )
+        everyone = pods if holders is None else holders
+        after = self.holdings(everyone, change=(best.pod, best.container, allocation))
+        if short := [key for key in demand if after.get(key).oversold]:
+            before = self.holdings(everyone, change=(best.pod, best.container, None))
+            raise _capacity_error(
+                resource, best.key, best.container, {key: before.get(key) for key in short}, demand
+            )
         grant = responses.Grant(
             resource.manufacturer,
             mode,
@@ -173,6 +238,28 @@ class Planner:
                     held.setdefault(card.key, card)
         response = responses.visibility_response(resource.manufacturer, list(held.values()))
         return Plan(best.pod, best.container, None, response, tier=best.tier)
+
+
+def _capacity_error(
+    resource: ResourceSpec,
+    pod: str,
+    container: str,
+    short: Mapping[CardKey, Holding],
+    demand: Mapping[CardKey, int],
+) -> CardCapacityError:
+    """The refusal of a demand that does not fit, naming each card, what it has left and what is asked."""
+    cards = "; ".join(
+        f"card {key[1]} has {h.remaining} of {RESOURCE_MAX_UNITS} units left"
+        + (f" (held {h.mode.label} by {', '.join(h.holders)})" if h.holders else "")
+        + f" and the container needs {demand[key]}"
+        for key, h in short.items()
+    )
+    names = {_pod_name(holder) for h in short.values() for holder in h.holders}
+    return CardCapacityError(
+        f"{resource.name} for pod {pod} container {container}: {cards}; "
+        "refused rather than oversell the card",
+        names,
+    )
 
 
 def _pod_name(key: str) -> PodName:

@@ -39,10 +39,29 @@ def slices(*cards: int, per_card: int = 2) -> list[str]:
     return [device_id(card, idx) for card in cards for idx in range(per_card)]
 
 
-def test_slices_pack_onto_sliced_cards_emptiest_first_then_free_cards_and_never_first_on_exclusive() -> None:
+def test_slices_pack_onto_the_sliced_card_with_least_room_then_free_ones_never_first_on_exclusive() -> None:
     holdings = held((0, EXCLUSIVE_MODE, 1_600_000), (1, SLICED_MODE, 1_200_000), (2, SLICED_MODE, 400_000))
     chosen = prefer(SLICED_MODE, slices(0, 1, 2, 3), [], 4, holdings, order={})
-    assert chosen == [device_id(2), device_id(1), device_id(3), device_id(0)]
+    assert chosen == [device_id(1), device_id(2), device_id(3), device_id(0)]
+
+
+def test_a_sliced_card_without_room_for_the_need_comes_after_the_free_cards() -> None:
+    """Issue 22: a full sliced card used to rank first, so six half-card pods all landed on card 0."""
+    holdings = held((0, SLICED_MODE, 1_600_000), (1, SLICED_MODE, 1_000_000))
+    half = 800_000
+    chosen = prefer(SLICED_MODE, slices(0, 1, 2), [], 1, holdings, order={}, need=lambda _key: half)
+    assert chosen == [device_id(2)], "card 1 has 600,000 left, card 0 nothing: only card 2 takes a half"
+    chosen = prefer(SLICED_MODE, slices(0, 1, 2), [], 1, holdings, order={}, need=lambda _key: 500_000)
+    assert chosen == [device_id(1)], "a need card 1 still has room for packs onto it"
+
+
+def test_shares_go_only_where_the_card_has_room_for_each_token_picked() -> None:
+    shared = DeviceAllocationMode.SHARED
+    holdings = held((0, shared, 1_440_000))  # one share left on card 0
+    tokens = [device_id(card, idx * 160_000) for card in (0, 1) for idx in range(3)]
+    chosen = prefer(shared, tokens, [], 3, holdings, order={}, need=lambda _key: 160_000)
+    assert chosen[:2] == [device_id(0), device_id(1)]
+    assert chosen[2] == device_id(1, 160_000), "card 0's second share would oversell it"
 
 
 def test_whole_cards_avoid_cards_held_in_another_mode_and_follow_the_card_index() -> None:
