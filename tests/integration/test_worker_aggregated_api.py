@@ -20,6 +20,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -272,15 +273,15 @@ def _bob_reads(kubectl: Kubectl, name: str) -> Any:
 
 
 async def test_row08_watch_shows_a_change_once(kubectl: Kubectl, kube: Client, instance_type: str) -> None:
+    with kubectl.discovery() as cache:
+        await _watch_shows_a_change_once(kubectl, cache, kube, instance_type)
+
+
+async def _watch_shows_a_change_once(kubectl: Kubectl, cache: Path, kube: Client, instance_type: str) -> None:
     proc = await asyncio.create_subprocess_exec(
-        kubectl.binary,
-        "get",
-        "instancetypes",
-        instance_type,
-        "-w",
-        "--output-watch-events",
-        "-L",
-        "mark",
+        *kubectl.command(
+            cache, "get", "instancetypes", instance_type, "-w", "--output-watch-events", "-L", "mark"
+        ),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=kubectl.env,

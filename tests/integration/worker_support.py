@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,22 +110,48 @@ class Workers:
 
 
 class Kubectl:
-    """The sandbox's kubectl (built from tools/k8s at the cluster's version) against its kubeconfig."""
+    """The sandbox's kubectl (built from tools/k8s at the cluster's version) against its kubeconfig.
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    Every run gets a discovery cache of its own (`--cache-dir` in a new directory, removed afterwards)
+    unless the Kubectl is made with `cache_dir`. kubectl keeps what discovery told it for six hours, in
+    `~/.kube/cache/discovery/<host_port>/`, and resolves a resource name from that cache as long as the
+    name is found there; so with the default cache, whichever test's kubectl first asked while the
+    `v1.worker.gpustack.ai` APIService was absent decided, for every later test, that `instancetypes`
+    means the v1alpha1 CRD (issue 21). A test sees the discovery of the moment it runs kubectl; a test
+    about caching itself passes the directory it means to share between runs.
+    """
+
+    def __init__(self, sandbox: Sandbox, cache_dir: Path | None = None) -> None:
         self.binary = str(build.binary_path("kubectl"))
         self.env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig)}
+        self.cache_dir = cache_dir
+
+    @contextlib.contextmanager
+    def discovery(self) -> Iterator[Path]:
+        """The cache directory for one run: `cache_dir`, or a new one removed when the run ends."""
+        if self.cache_dir is not None:
+            yield self.cache_dir
+            return
+        path = Path(tempfile.mkdtemp(prefix="kubectl-cache-"))
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def command(self, cache: Path, *args: str) -> list[str]:
+        """The argv of one run with discovery cached in `cache`."""
+        return [self.binary, f"--cache-dir={cache}", *args]
 
     async def run(self, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
-        proc = await asyncio.create_subprocess_exec(
-            self.binary,
-            *args,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else None,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 60)
+        with self.discovery() as cache:
+            proc = await asyncio.create_subprocess_exec(
+                *self.command(cache, *args),
+                stdin=asyncio.subprocess.PIPE if stdin is not None else None,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self.env,
+            )
+            out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 60)
         return proc.returncode or 0, out.decode(), err.decode()
 
     async def ok(self, *args: str, stdin: str | None = None) -> str:

@@ -34,11 +34,11 @@ will accept. It is told how many units one token of the asking container takes o
 allocator works it out from the pods that may be asking) and ranks the cards the way the worker's
 admission placement does (`nodefeature.placement`): cards that can take the need, those already held in
 the requested mode first and among them the one with the least room left (packing), then free cards;
-cards without room for the need after them (the roomiest first), and cards held in another mode last. Tokens are spread over
-distinct cards before a second token of one card is taken, and a token goes to a card only while the
-card has room for it and the tokens already picked there; when the cards with room cannot make up the
-size, the rest come from the others in rank order, so the kubelet still gets a full answer and Allocate
-refuses it with a message that names the card.
+cards without room for the need after them (the roomiest first), and cards held in another mode last.
+Tokens are spread over distinct cards before a second token of one card is taken (a slice never takes a
+second token of a card), and a token goes to a card only while the card has room for it and the tokens
+already picked there; when the cards with room cannot make up the size, the rest come from the others in
+rank order, so the kubelet still gets a full answer and Allocate refuses it with a message naming the card.
 """
 
 from __future__ import annotations
