@@ -50,7 +50,7 @@ from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.informer import Informer
-from gpustack_operator.nodefeature.credits import CREDITS_PER_CARD
+from gpustack_operator.rules.capacity.credits import CREDITS_PER_CARD
 from gpustack_operator.runtime import Supervisor
 from gpustack_operator.sandbox import kueue
 from gpustack_operator.worker.prepare import install_admission_check

@@ -42,9 +42,9 @@ from gpustack_operator.device_manager import reporting
 from gpustack_operator.device_manager.grouping import group_cards
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, connect
-from gpustack_operator.nodefeature.credits import RESOURCE_MAX_UNITS
-from gpustack_operator.nodefeature.groups import accelerator_key
-from gpustack_operator.nodefeature.labels import TRUE
+from gpustack_operator.rules.capacity.credits import RESOURCE_MAX_UNITS
+from gpustack_operator.rules.naming.groups import accelerator_key
+from gpustack_operator.rules.naming.labels import TRUE
 from gpustack_operator.sandbox.inventory import GPU, InventoryNode
 
 JSONObj = dict[str, Any]

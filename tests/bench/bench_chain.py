@@ -56,9 +56,9 @@ from gpustack_operator.device_manager.model import Card
 from gpustack_operator.device_manager.simulated import simulated_uuid
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, connect
-from gpustack_operator.nodefeature.groups import accelerator_key
-from gpustack_operator.nodefeature.manufacturers import manufacturers
-from gpustack_operator.nodefeature.resources import ResourceKind, resource_name_for
+from gpustack_operator.rules.naming.groups import accelerator_key
+from gpustack_operator.rules.naming.manufacturers import manufacturers
+from gpustack_operator.rules.naming.resources import ResourceKind, resource_name_for
 from gpustack_operator.sandbox import nfdworker
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.inventory import CPU, GPU, InventoryNode, node_manifest

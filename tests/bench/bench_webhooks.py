@@ -60,7 +60,7 @@ from gpustack_operator.apiserver.webhooks.review import API_VERSION
 from gpustack_operator.apiserver.webhooks.server import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client, connect
-from gpustack_operator.nodefeature.queues import format_local_queue_name
+from gpustack_operator.rules.naming.queues import format_local_queue_name
 from gpustack_operator.sandbox.process import free_port
 from gpustack_operator.worker.aggregation import SERVED
 

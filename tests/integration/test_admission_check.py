@@ -53,7 +53,7 @@ from gpustack_operator.kube.resources import (
     SECRETS,
     WORKLOADS,
 )
-from gpustack_operator.nodefeature.placement import READY_MESSAGE, RETRY_MESSAGE
+from gpustack_operator.rules.admission.placement import READY_MESSAGE, RETRY_MESSAGE
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.worker.prepare import install_admission_check
 from tests.helpers import eventually

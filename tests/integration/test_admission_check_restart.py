@@ -20,7 +20,7 @@ import time
 from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import PODS
-from gpustack_operator.nodefeature.placement import RETRY_MESSAGE
+from gpustack_operator.rules.admission.placement import RETRY_MESSAGE
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import compact_etcd, eventually
 from tests.integration.test_admission_check import (

@@ -17,7 +17,7 @@ import pytest_asyncio
 from gpustack_operator.controllers import node_queue_entrance
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
-from gpustack_operator.nodefeature.queues import format_local_queue_name
+from gpustack_operator.rules.naming.queues import format_local_queue_name
 from tests.helpers import eventually
 from tests.integration.chain_support import SYSTEM_NAMESPACE, running_controllers
 

@@ -33,8 +33,8 @@ from gpustack_operator.kube.resources import (
     INSTANCE_TYPES,
     RESOURCE_FLAVORS,
 )
-from gpustack_operator.nodefeature.flavors import NodeFlavor
-from gpustack_operator.nodefeature.queues import format_local_queue_name
+from gpustack_operator.rules.naming.flavors import NodeFlavor
+from gpustack_operator.rules.naming.queues import format_local_queue_name
 from tests.helpers import eventually
 from tests.integration.chain_support import running_controllers
 

@@ -65,7 +65,7 @@ from gpustack_operator.kube.resources import (
     WORKLOADS,
     Resource,
 )
-from gpustack_operator.nodefeature.queues import format_local_queue_name
+from gpustack_operator.rules.naming.queues import format_local_queue_name
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
 from tests.integration.worker_support import Worker, Workers, ready, worker_pool

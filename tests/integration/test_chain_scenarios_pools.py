@@ -56,11 +56,11 @@ from gpustack_operator.kube.resources import (
     Resource,
 )
 from gpustack_operator.kube.watch import watch
-from gpustack_operator.nodefeature.groups import extract_acceleratable_node_keys
-from gpustack_operator.nodefeature.nodekeys import extract_general_node_key
-from gpustack_operator.nodefeature.nodes import Node
-from gpustack_operator.nodefeature.objects import node_feature
-from gpustack_operator.nodefeature.queues import format_local_queue_name
+from gpustack_operator.rules.naming.groups import extract_acceleratable_node_keys
+from gpustack_operator.rules.naming.nodekeys import extract_general_node_key
+from gpustack_operator.rules.naming.nodes import Node
+from gpustack_operator.rules.naming.objects import node_feature
+from gpustack_operator.rules.naming.queues import format_local_queue_name
 from gpustack_operator.sandbox import inventory, nfdworker
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually

@@ -12,8 +12,8 @@ import pytest
 
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
-from gpustack_operator.nodefeature.instancepod import PodSettings, render_pod
-from tests.unit.nodefeature.test_instancepod import cpu_only, h100, instance, sliceable_a10
+from gpustack_operator.rules.instance.pod import PodSettings, render_pod
+from tests.unit.rules.instance.test_pod import cpu_only, h100, instance, sliceable_a10
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -1,6 +1,6 @@
 """Real Kueue gates queued Pods, admits them against quota, and the scheduler binds them to kwok nodes.
 
-Kueue runs with the chain's configuration (nodefeature.kueueconfig): a Pod asking for `nvidia.com/gpu`
+Kueue runs with the chain's configuration (rules.capacity.kueueconfig): a Pod asking for `nvidia.com/gpu`
 is counted as `credits.gpustack.ai/nvidia`, 1,600,000 per card, so the ClusterQueue declares only that.
 """
 

@@ -19,9 +19,9 @@ from gpustack_operator.api.keys import (
 )
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
-from gpustack_operator.nodefeature.cpuinforule import CPU_ANNOTATIONS, RULE_NAME, cpu_info_rule
-from gpustack_operator.nodefeature.manufacturers import manufacturers
-from gpustack_operator.nodefeature.nodekeys import extract_general_node_key
+from gpustack_operator.rules.naming.cpuinforule import CPU_ANNOTATIONS, RULE_NAME, cpu_info_rule
+from gpustack_operator.rules.naming.manufacturers import manufacturers
+from gpustack_operator.rules.naming.nodekeys import extract_general_node_key
 from gpustack_operator.sandbox import inventory
 from tests.helpers import eventually
 

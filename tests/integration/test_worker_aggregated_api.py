@@ -20,7 +20,6 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -274,50 +273,46 @@ def _bob_reads(kubectl: Kubectl, name: str) -> Any:
 
 async def test_row08_watch_shows_a_change_once(kubectl: Kubectl, kube: Client, instance_type: str) -> None:
     with kubectl.discovery() as cache:
-        await _watch_shows_a_change_once(kubectl, cache, kube, instance_type)
-
-
-async def _watch_shows_a_change_once(kubectl: Kubectl, cache: Path, kube: Client, instance_type: str) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        *kubectl.command(
-            cache, "get", "instancetypes", instance_type, "-w", "--output-watch-events", "-L", "mark"
-        ),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=kubectl.env,
-    )
-    lines: list[str] = []
-
-    async def read() -> None:
-        assert proc.stdout is not None
-        async for raw in proc.stdout:
-            lines.append(raw.decode().rstrip())
-
-    reader = asyncio.create_task(read())
-    try:
-        await eventually(
-            lambda: _async(any(instance_type in line for line in lines)),
-            timeout=30,
-            what="the watch's first row",
+        proc = await asyncio.create_subprocess_exec(
+            *kubectl.command(
+                cache, "get", "instancetypes", instance_type, "-w", "--output-watch-events", "-L", "mark"
+            ),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=kubectl.env,
         )
-        await kube.patch(INSTANCE_TYPES, instance_type, {"metadata": {"labels": {"mark": "changed"}}})
-        await eventually(
-            lambda: _async(any("changed" in line for line in lines)),
-            timeout=30,
-            what="the change on the watch",
-        )
-        await asyncio.sleep(3)  # any duplicate would arrive by now
-        changed = [line for line in lines if "changed" in line]
-        assert len(changed) == 1, lines
-        assert changed[0].split()[0] == "MODIFIED"
-        assert lines[0].split()[:2] == ["EVENT", "NAME"]  # headers once, first
-        assert sum(1 for line in lines if line.startswith("EVENT")) == 1
-    finally:
-        proc.kill()
-        await proc.wait()
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
+        lines: list[str] = []
+
+        async def read() -> None:
+            assert proc.stdout is not None
+            async for raw in proc.stdout:
+                lines.append(raw.decode().rstrip())
+
+        reader = asyncio.create_task(read())
+        try:
+            await eventually(
+                lambda: _async(any(instance_type in line for line in lines)),
+                timeout=30,
+                what="the watch's first row",
+            )
+            await kube.patch(INSTANCE_TYPES, instance_type, {"metadata": {"labels": {"mark": "changed"}}})
+            await eventually(
+                lambda: _async(any("changed" in line for line in lines)),
+                timeout=30,
+                what="the change on the watch",
+            )
+            await asyncio.sleep(3)  # any duplicate would arrive by now
+            changed = [line for line in lines if "changed" in line]
+            assert len(changed) == 1, lines
+            assert changed[0].split()[0] == "MODIFIED"
+            assert lines[0].split()[:2] == ["EVENT", "NAME"]  # headers once, first
+            assert sum(1 for line in lines if line.startswith("EVENT")) == 1
+        finally:
+            proc.kill()
+            await proc.wait()
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
 
 
 async def _async(value: bool) -> bool:

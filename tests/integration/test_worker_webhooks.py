@@ -32,7 +32,7 @@ from gpustack_operator.api.keys import QUEUE_ENTRANCE_LABEL
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES, INSTANCES
-from gpustack_operator.nodefeature.queues import format_local_queue_name
+from gpustack_operator.rules.naming.queues import format_local_queue_name
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
 from tests.integration.test_admission_check import H100, LONG, h100_in_service

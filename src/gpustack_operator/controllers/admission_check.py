@@ -4,13 +4,13 @@ Kueue counts a pool's cards as one scalar of credits, so it would admit a 5-card
 whose 8 cards are each half sliced, and the Pod would sit unschedulable. The `gpustack-node-devices`
 AdmissionCheck closes that gap (contract §7.9; shared/guides/kueue-api.md §6): for a Workload holding
 quota, not admitted, not finished, not evicted, active, whose checks include ours, the demand is read
-from its podSets (nodefeature.carddemand), the candidate cards are the Devices ledgers of each assigned
+from its podSets (rules.admission.demand), the candidate cards are the Devices ledgers of each assigned
 flavor's nodes (controllers.admission_pool), less the cards promised to workloads passed earlier
-(nodefeature.promises), and every Pod must be placed whole on one node (nodefeature.placement). The check
-is then Ready, or Retry with `requeueAfterSeconds: 30`: Kueue keeps the reservation 30 s, then evicts and
-requeues, unless a Devices change of the pool made us say Ready meanwhile. Never Rejected. Kueue v0.17
-acts on that Ready only once the 30 s are up (its workload reconciler returns early while `requeueAt` is in
-the future), so a Retry turned Ready waits out the rest of its 30 s.
+(rules.admission.promises), and every Pod must be placed whole on one node (rules.admission.placement).
+The check is then Ready, or Retry with `requeueAfterSeconds: 30`: Kueue keeps the reservation 30 s, then
+evicts and requeues, unless a Devices change of the pool made us say Ready meanwhile. Never Rejected. Kueue
+v0.17 acts on that Ready only once the 30 s are up (its workload reconciler returns early while `requeueAt` is
+in the future), so a Retry turned Ready waits out the rest of its 30 s.
 
 The promise book lives in memory: a workload seen Ready but not admitted yet with no promise in the book
 (after a worker restart, the first sync brings every such workload here) has its cards planned and
@@ -63,10 +63,10 @@ from gpustack_operator.controllers.watches import for_, mapped, reads
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, RESOURCE_FLAVORS, WORKLOADS
-from gpustack_operator.nodefeature.carddemand import workload_demand
-from gpustack_operator.nodefeature.placement import READY_MESSAGE, RETRY_MESSAGE, Ask, Placement, place
-from gpustack_operator.nodefeature.promises import Promises
-from gpustack_operator.nodefeature.views import Card
+from gpustack_operator.rules.admission.demand import workload_demand
+from gpustack_operator.rules.admission.placement import READY_MESSAGE, RETRY_MESSAGE, Ask, Placement, place
+from gpustack_operator.rules.admission.promises import Promises
+from gpustack_operator.rules.capacity.views import Card
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from gpustack_operator.controllers.pools import matches, name_of, selected
 from gpustack_operator.controllers.watches import KeyFunc
 from gpustack_operator.kube.resources import DEVICES, RESOURCE_FLAVORS, WORKLOADS
 from gpustack_operator.kube.store import object_key
-from gpustack_operator.nodefeature.labels import TRUE
-from gpustack_operator.nodefeature.views import Card, MalformedLedgerError, pool_card_rows, unhealthy_cards
+from gpustack_operator.rules.capacity.views import Card, MalformedLedgerError, pool_card_rows, unhealthy_cards
+from gpustack_operator.rules.naming.labels import TRUE
 
 __all__ = ["PoolCards", "flavor_group", "flavor_selector", "waiting_on_devices"]
 

@@ -1,6 +1,6 @@
 """Which ResourceFlavors a Node contributes to, as the flavor controller, its index and its watch see it.
 
-Why this module exists: the naming rules (nodefeature.flavors) trust their input, but node labels are
+Why this module exists: the naming rules (rules.naming.flavors) trust their input, but node labels are
 written by admins, NFD and the device manager, and a label value Kubernetes accepts on a Node (`Linux`,
 `x86_64`) can still yield a ResourceFlavor name or label it refuses. Such a node must be skipped with a
 log line naming it, not create a flavor that fails with 422 on every retry; and a rule that raises on a
@@ -17,9 +17,9 @@ from typing import Any, Final, cast
 
 from gpustack_operator.api.keys import MANAGED_LABEL
 from gpustack_operator.api.names import is_dns_subdomain, is_label_name
-from gpustack_operator.nodefeature.flavors import NodeFlavor, extract_node_flavors
-from gpustack_operator.nodefeature.labels import TRUE
-from gpustack_operator.nodefeature.nodes import Node, node_labels
+from gpustack_operator.rules.naming.flavors import NodeFlavor, extract_node_flavors
+from gpustack_operator.rules.naming.labels import TRUE
+from gpustack_operator.rules.naming.nodes import Node, node_labels
 
 __all__ = [
     "contribution_changed",

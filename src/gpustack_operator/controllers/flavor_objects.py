@@ -18,8 +18,8 @@ from gpustack_operator.api.types import kueue
 from gpustack_operator.api.types.common import Toleration
 from gpustack_operator.api.types.instancetype import InstanceType, InstanceTypeSpec
 from gpustack_operator.kube.resources import INSTANCE_TYPES
-from gpustack_operator.nodefeature.flavors import NodeFlavor
-from gpustack_operator.nodefeature.labels import TRUE
+from gpustack_operator.rules.naming.flavors import NodeFlavor
+from gpustack_operator.rules.naming.labels import TRUE
 
 __all__ = ["derived_instance_type", "flavor_patch", "resource_flavor"]
 

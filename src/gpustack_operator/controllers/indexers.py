@@ -7,7 +7,7 @@ path, as Kueue's own indexer names it) plus a pure function from an object to th
 a controller lists the `Index` in its ControllerSpec.indexes and asks `cache.by_index(KIND, NAME, value)`.
 The manager refuses two different functions under one name on one informer, which is why they live here.
 Functions never raise on a half-written object: they file it under nothing. The `POOL_LABEL` indexes answer
-the scheduling chain's "which flavors, Devices and queues share a pool's labels" (nodefeature.pools): a
+the scheduling chain's "which flavors, Devices and queues share a pool's labels" (rules.naming.pools): a
 lookup by one label gives the candidates, which the caller then matches against the whole selector.
 """
 
@@ -31,7 +31,7 @@ from gpustack_operator.kube.resources import (
     RESOURCE_FLAVORS,
     WORKLOADS,
 )
-from gpustack_operator.nodefeature.pools import is_feature_key, pool_flavor_selector
+from gpustack_operator.rules.naming.pools import is_feature_key, pool_flavor_selector
 
 __all__ = [
     "CLUSTER_QUEUES_BY_FLAVOR",

@@ -2,7 +2,7 @@
 
 Why this module exists: an Instance is what a user asks for (an image, a type, resources, a volume, maybe
 an SSH key); Kueue, the scheduler and the device manager only know Pods. This reconciler renders the Pod
-(nodefeature.instancepod: the queue label is the type's entrance, the resources are those the Instance
+(rules.instance.pod: the queue label is the type's entrance, the resources are those the Instance
 webhook defaulted, the Pod webhook folds a slice into units), creates it while the Instance should run,
 deletes it on `spec.stop`, and writes the Instance's status from the Pod (phase, node, addresses, ports,
 the cards of the device manager's allocation annotation).
@@ -47,7 +47,7 @@ from gpustack_operator.kube.resources import (
     SECRETS,
     Resource,
 )
-from gpustack_operator.nodefeature.instancepod import (
+from gpustack_operator.rules.instance.pod import (
     PodSettings,
     RenderError,
     pod_status,

@@ -47,7 +47,7 @@ from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, INSTANCE_TYPES
-from gpustack_operator.nodefeature.views import Card, MalformedLedgerError, pool_cards
+from gpustack_operator.rules.capacity.views import Card, MalformedLedgerError, pool_cards
 from gpustack_operator.settings.catalog import (
     INSTANCE_GENERAL_RESOURCES_OVERCOMMIT,
     INSTANCE_TYPE_AWARE_CPU_MANUFACTURER,

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpustack_operator.api.keys import RESOURCE_TYPE_INSTANCE_TYPES, RESOURCE_TYPE_LABEL
 from gpustack_operator.api.types.kueue import API_VERSION, ClusterQueue, StopPolicy
-from gpustack_operator.nodefeature.pools import is_feature_key, pool_schedule_labels
+from gpustack_operator.rules.naming.pools import is_feature_key, pool_schedule_labels
 
 __all__ = [
     "InactiveAction",

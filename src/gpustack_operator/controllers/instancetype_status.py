@@ -3,7 +3,7 @@
 `kubectl get instancetype -w` is how a user watches capacity move, so the status is recomputed on every
 change of the backing ClusterQueue or of a Devices ledger in the pool: the phase from the queue's
 StopPolicy and Active condition, the LocalQueue to submit to (`entrance`), and the capacity views
-(nodefeature.views): three accelerator views for an accelerated type, the CPU view for a CPU-only one, all
+(rules.capacity.views): three accelerator views for an accelerated type, the CPU view for a CPU-only one, all
 zero while the queue drains. The reconciler owns exactly the keys in `OWNED`, writes them with a merge
 patch (`status_patch`, None when nothing changed) and leaves any other status field alone.
 """
@@ -16,9 +16,9 @@ from typing import Any, Final
 from gpustack_operator.api.conditions import find_condition, status_conditions
 from gpustack_operator.api.types.instancetype import InstanceTypePhase as Phase
 from gpustack_operator.api.types.kueue import ACTIVE, StopPolicy
-from gpustack_operator.nodefeature.queues import format_local_queue_name
-from gpustack_operator.nodefeature.quota import has_reservations
-from gpustack_operator.nodefeature.views import ZERO, AcceleratorViews, Card, accelerator_views, cpu_view
+from gpustack_operator.rules.capacity.quota import has_reservations
+from gpustack_operator.rules.capacity.views import ZERO, AcceleratorViews, Card, accelerator_views, cpu_view
+from gpustack_operator.rules.naming.queues import format_local_queue_name
 
 OWNED: Final = (
     "phase",

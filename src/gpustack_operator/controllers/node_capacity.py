@@ -3,7 +3,7 @@
 The scheduler and the kubelet count slices' VRAM and compute budgets from Node.status.capacity, and only
 the worker sees both inputs: the node's `<base>.sliced` capacity (the device plugin's, through the kubelet)
 and its Devices groups (models, VRAM, slice counts). Whenever either changes, the capacities
-`nodefeature.capacity.sliced_capacities` computes are merge-patched onto capacity and allocatable (the
+`rules.capacity.nodes.sliced_capacities` computes are merge-patched onto capacity and allocatable (the
 kubelet recomputes allocatable from capacity on a real node; kwok nodes have no kubelet to do it), and
 those that no longer apply are removed. Nothing is written when the node already shows the right values.
 """
@@ -21,7 +21,7 @@ from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.informer import object_key
 from gpustack_operator.kube.resources import DEVICES, NODES
-from gpustack_operator.nodefeature.capacity import sliced_capacities
+from gpustack_operator.rules.capacity.nodes import sliced_capacities
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from gpustack_operator.controllers.spec import PER_NODE_WORKERS, ControllerSpec,
 from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import DEVICES, NODES
-from gpustack_operator.nodefeature.labels import TRUE
-from gpustack_operator.nodefeature.manufacturers import is_known_manufacturer, known_manufacturers
+from gpustack_operator.rules.naming.labels import TRUE
+from gpustack_operator.rules.naming.manufacturers import is_known_manufacturer, known_manufacturers
 
 UNKNOWN_MANUFACTURER = "UnknownManufacturer"
 """Reason of the Warning Event on a Devices object with a group of an unknown manufacturer."""

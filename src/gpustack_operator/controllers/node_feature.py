@@ -27,9 +27,9 @@ from gpustack_operator.controllers.spec import PER_NODE_WORKERS, ControllerSpec,
 from gpustack_operator.controllers.watches import for_, owns
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import NODE_FEATURES, NODES
-from gpustack_operator.nodefeature.labels import construct_node_capacity_labels
-from gpustack_operator.nodefeature.nodes import Node
-from gpustack_operator.nodefeature.objects import node_feature
+from gpustack_operator.rules.naming.labels import construct_node_capacity_labels
+from gpustack_operator.rules.naming.nodes import Node
+from gpustack_operator.rules.naming.objects import node_feature
 from gpustack_operator.settings.catalog import NODE_MANAGEMENT_MANUAL
 
 FIELD_MANAGER = "gpustack-worker"

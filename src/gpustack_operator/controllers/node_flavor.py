@@ -37,7 +37,7 @@ from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES, NODES, RESOURCE_FLAVORS, Resource
-from gpustack_operator.nodefeature.flavors import NodeFlavor
+from gpustack_operator.rules.naming.flavors import NodeFlavor
 from gpustack_operator.settings.catalog import (
     INSTANCE_TYPE_AWARE_CPU_MANUFACTURER,
     INSTANCE_TYPE_DERIVED_FROM_NODE,

@@ -1,8 +1,8 @@
 """NodeQueueReconciler: each pool's ClusterQueue admits exactly what the pool's live ResourceFlavors hold.
 
 The InstanceType reconciler creates the queue; this one owns what Kueue admits against: the resource groups
-(nodefeature.quota, from the flavors the queue's labels select; a flavor Kueue is still finalizing counts as
-gone, since dropping it is the very update Kueue waits for), the `gpustack-node-devices` AdmissionCheck on
+(rules.capacity.quota, from the flavors the queue's labels select; a flavor Kueue is still finalizing counts
+as gone, since dropping it is the very update Kueue waits for), the `gpustack-node-devices` AdmissionCheck on
 an accelerated queue once that check is Active (a queue naming a missing or inactive check stops admitting),
 and HoldAndDrain. Kueue never evicts because a queue is deleted, so a deleting queue is always drained. A
 pool that lost every flavor while its queue still carries quota is drained when
@@ -42,8 +42,8 @@ from gpustack_operator.controllers.watches import KeyFunc, for_, mapped
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, RESOURCE_FLAVORS
-from gpustack_operator.nodefeature.labels import TRUE
-from gpustack_operator.nodefeature.quota import has_reservations, resource_groups, same_groups
+from gpustack_operator.rules.capacity.quota import has_reservations, resource_groups, same_groups
+from gpustack_operator.rules.naming.labels import TRUE
 from gpustack_operator.settings.catalog import INSTANCE_TYPE_DRAIN_WHEN_NO_FLAVORS
 
 log = logging.getLogger(__name__)

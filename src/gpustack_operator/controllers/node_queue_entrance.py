@@ -27,7 +27,7 @@ from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
 from gpustack_operator.controllers.watches import Watch, mapped
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, NAMESPACES
-from gpustack_operator.nodefeature.queues import format_local_queue_name
+from gpustack_operator.rules.naming.queues import format_local_queue_name
 
 __all__ = ["FIELD_MANAGER", "KUBE_SYSTEM", "NodeQueueEntranceReconciler", "controller", "local_queue"]
 

@@ -2,7 +2,7 @@
 
 A pool is named by labels, not by names: its ClusterQueue (same name as its InstanceType) carries the pool
 schedule labels, and its ResourceFlavors and Devices ledgers are whatever carries the same discriminators
-(nodefeature.pools). Both chain controllers ask these questions in both directions (a queue's flavors when
+(rules.naming.pools). Both chain controllers ask these questions in both directions (a queue's flavors when
 reconciling it; a changed flavor's or Devices' queues when mapping an event), and a settings change
 concerns every queue; the answers come from the POOL_LABEL indexes (controllers.indexers), matched
 against the whole selector, so foreign objects that happen to share one label never join a pool.
@@ -24,8 +24,8 @@ from gpustack_operator.controllers.indexers import (
 from gpustack_operator.controllers.predicates import JSONObj
 from gpustack_operator.controllers.watches import KeyFunc
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, RESOURCE_FLAVORS, Resource
-from gpustack_operator.nodefeature.labels import TRUE
-from gpustack_operator.nodefeature.pools import is_feature_key, pool_flavor_selector
+from gpustack_operator.rules.naming.labels import TRUE
+from gpustack_operator.rules.naming.pools import is_feature_key, pool_flavor_selector
 
 Selector = Mapping[str, str]
 

@@ -26,7 +26,7 @@ from gpustack_operator.device_manager.reporting import Reporter
 from gpustack_operator.device_manager.simulated import SimulatedBackend
 from gpustack_operator.kube.client import connect
 from gpustack_operator.kube.errors import KubeConfigError
-from gpustack_operator.nodefeature.manufacturers import ManufacturerConfigError, known_manufacturers
+from gpustack_operator.rules.naming.manufacturers import ManufacturerConfigError, known_manufacturers
 from gpustack_operator.settings.environment import Environment, EnvironmentValueError
 
 BACKENDS = ("auto", "nvml", "pci", "simulated")

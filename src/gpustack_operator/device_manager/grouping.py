@@ -32,13 +32,13 @@ from dataclasses import dataclass
 
 from gpustack_operator.api.types.devices import Accelerator, AcceleratorsFeature, DevicesGroup
 from gpustack_operator.device_manager.model import Card
-from gpustack_operator.nodefeature.environ import DEFAULT_ENVIRON, Environ, env_flag
-from gpustack_operator.nodefeature.groups import (
+from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ, env_flag
+from gpustack_operator.rules.naming.groups import (
     GROUP_ID_WITH_MEMORY_ENV,
     construct_group_id,
     format_group_memory,
 )
-from gpustack_operator.nodefeature.manufacturers import manufacturer as lookup_manufacturer
+from gpustack_operator.rules.naming.manufacturers import manufacturer as lookup_manufacturer
 
 log = logging.getLogger(__name__)
 

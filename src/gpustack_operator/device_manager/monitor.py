@@ -33,7 +33,7 @@ from gpustack_operator.device_manager.health import HealthGate
 from gpustack_operator.device_manager.model import Backend, DetectionError, Metrics
 from gpustack_operator.device_manager.reporting import Reporter
 from gpustack_operator.kube.errors import KubeError
-from gpustack_operator.nodefeature.environ import DEFAULT_ENVIRON, Environ
+from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ
 from gpustack_operator.runtime import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)

@@ -28,9 +28,9 @@ from gpustack_operator.api.keys import (
 from gpustack_operator.api.types.devices import DevicesGroup
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, JSONObj
-from gpustack_operator.nodefeature.groups import accelerator_key
-from gpustack_operator.nodefeature.labels import TRUE, construct_acceleratable_node_labels
-from gpustack_operator.nodefeature.objects import node_feature, node_owner_reference
+from gpustack_operator.rules.naming.groups import accelerator_key
+from gpustack_operator.rules.naming.labels import TRUE, construct_acceleratable_node_labels
+from gpustack_operator.rules.naming.objects import node_feature, node_owner_reference
 
 log = logging.getLogger(__name__)
 

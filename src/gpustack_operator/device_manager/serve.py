@@ -47,8 +47,8 @@ from gpustack_operator.device_manager.podresources.client import PodResourcesCli
 from gpustack_operator.device_manager.reporting import Reporter
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.errors import Conflict, KubeError
-from gpustack_operator.nodefeature.manufacturers import known_manufacturers
-from gpustack_operator.nodefeature.resources import (
+from gpustack_operator.rules.naming.manufacturers import known_manufacturers
+from gpustack_operator.rules.naming.resources import (
     ResourceKind,
     acceleratable_resource_name,
     is_known_acceleratable_resource_name,

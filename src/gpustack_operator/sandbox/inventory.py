@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from gpustack_operator.nodefeature import manufacturers
+from gpustack_operator.rules.naming import manufacturers
 from gpustack_operator.sandbox.kwok import MANAGED_ANNOTATION
 
 DEFAULT_INVENTORY = Path(__file__).with_name("inventory.yaml")

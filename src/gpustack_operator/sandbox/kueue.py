@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from gpustack_operator.nodefeature.kueueconfig import kueue_resources
+from gpustack_operator.rules.capacity.kueueconfig import kueue_resources
 
 NAMESPACE = "kueue-system"
 WEBHOOK_SERVICE = "kueue-webhook-service"
@@ -141,7 +141,7 @@ def configuration(
     tuning: Tuning = RELEASE_TUNING,
 ) -> Obj:
     """Kueue's config.kueue.x-k8s.io/v1beta2 Configuration for a single local replica, with the chain's
-    resource transformations and exclusions (nodefeature.kueueconfig)."""
+    resource transformations and exclusions (rules.capacity.kueueconfig)."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",

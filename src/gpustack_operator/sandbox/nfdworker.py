@@ -25,9 +25,9 @@ from gpustack_operator.api.keys import (
 )
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
-from gpustack_operator.nodefeature import objects
-from gpustack_operator.nodefeature.cpuinforule import PCI_DEVICE_CLASSES
-from gpustack_operator.nodefeature.manufacturers import manufacturers
+from gpustack_operator.rules.naming import objects
+from gpustack_operator.rules.naming.cpuinforule import PCI_DEVICE_CLASSES
+from gpustack_operator.rules.naming.manufacturers import manufacturers
 from gpustack_operator.sandbox.inventory import InventoryNode
 
 NAMESPACE: Final = "node-feature-discovery"

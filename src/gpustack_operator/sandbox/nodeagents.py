@@ -18,8 +18,8 @@ from urllib.parse import urlencode
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.plugin.handler import ResourceSpec
 from gpustack_operator.device_manager.plugin.server import MAX_SOCKET_PATH, socket_name
-from gpustack_operator.nodefeature.manufacturers import manufacturers
-from gpustack_operator.nodefeature.resources import (
+from gpustack_operator.rules.naming.manufacturers import manufacturers
+from gpustack_operator.rules.naming.resources import (
     ResourceKind,
     resource_name_for,
     visibility_resource_name,

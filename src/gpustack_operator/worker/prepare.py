@@ -6,7 +6,7 @@ awaited until Established, because an informer on a CRD that is not Established 
 `gpustack-settings` Secret is created, or backfilled with the keys it lacks, never overwriting a value an
 admin set (settings.secret computes the patch; a concurrent writer makes it conflict and we re-read);
 the `gpustack-cpu-info` NodeFeatureRule is server-side applied, so NFD annotates every node with its CPU
-details and labels the nodes without an accelerator (nodefeature.cpuinforule). NFD must be installed
+details and labels the nodes without an accelerator (rules.naming.cpuinforule). NFD must be installed
 first: without its CRDs the step fails with that instruction. The `gpustack-node-devices` AdmissionCheck
 is server-side applied after that (Kueue's CRDs are installed at run time, so the chart cannot ship it);
 the body carries no finalizers, so Kueue's own stays Kueue's, and the node-devices controllers keep it
@@ -24,8 +24,8 @@ from gpustack_operator.api.crds import custom_resource_definitions
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK, NODE_DEVICES_CONTROLLER_NAME
 from gpustack_operator.kube import definitions, errors, resources
 from gpustack_operator.kube.client import Client
-from gpustack_operator.nodefeature.cpuinforule import cpu_info_rule
-from gpustack_operator.nodefeature.manufacturers import manufacturers
+from gpustack_operator.rules.naming.cpuinforule import cpu_info_rule
+from gpustack_operator.rules.naming.manufacturers import manufacturers
 from gpustack_operator.settings import secret
 from gpustack_operator.settings.environment import Environment
 

@@ -20,7 +20,7 @@ from gpustack_operator.controllers.instancetype_status import (
     status_patch,
     terminating_status,
 )
-from gpustack_operator.nodefeature.views import Card
+from gpustack_operator.rules.capacity.views import Card
 
 ACC, OS, ARCH = "feature.gpustack.ai/acceleratable", "kubernetes.io/os", "kubernetes.io/arch"
 G, A, TYPE = "general.feature.gpustack.ai/", "acceleratable.feature.gpustack.ai/", "resource.gpustack.ai/type"

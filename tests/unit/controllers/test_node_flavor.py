@@ -21,13 +21,13 @@ from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.controllers.setup import setup_controllers
 from gpustack_operator.kube.resources import INSTANCE_TYPES, NODES, RESOURCE_FLAVORS, Resource
 from gpustack_operator.kube.store import object_key
-from gpustack_operator.nodefeature.labels import (
+from gpustack_operator.rules.naming.labels import (
     construct_acceleratable_node_labels,
     construct_node_capacity_labels,
 )
 from gpustack_operator.settings.environment import Environment
 from tests.helpers import eventually, yield_to_loop
-from tests.unit.nodefeature.builders import cpu_labels, node, tesla_t4_group
+from tests.unit.rules.builders import cpu_labels, node, tesla_t4_group
 
 from .chain_world import SYSTEM, World, world
 from .fakes import FakeInformers, running

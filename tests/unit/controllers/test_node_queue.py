@@ -18,7 +18,7 @@ from gpustack_operator.kube.resources import (
     INSTANCE_TYPES,
     RESOURCE_FLAVORS,
 )
-from gpustack_operator.nodefeature.quota import UNRATIONED_CPU
+from gpustack_operator.rules.capacity.quota import UNRATIONED_CPU
 
 from .chain_world import World, world
 

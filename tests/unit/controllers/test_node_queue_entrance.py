@@ -16,7 +16,7 @@ import pytest
 
 from gpustack_operator.controllers import node_queue_entrance
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, NAMESPACES, Resource
-from gpustack_operator.nodefeature.queues import format_local_queue_name
+from gpustack_operator.rules.naming.queues import format_local_queue_name
 
 from .chain_world import DELETED_AT, SYSTEM, World, world
 

@@ -18,9 +18,9 @@ from gpustack_operator.api.types.devices import DevicesGroup
 from gpustack_operator.device_manager.grouping import group_cards
 from gpustack_operator.device_manager.model import Card
 from gpustack_operator.device_manager.reporting import devices_labels
-from gpustack_operator.nodefeature.labels import construct_acceleratable_node_labels
-from gpustack_operator.nodefeature.manufacturers import known_manufacturers
-from tests.unit.nodefeature.builders import is_label_key, is_label_value
+from gpustack_operator.rules.naming.labels import construct_acceleratable_node_labels
+from gpustack_operator.rules.naming.manufacturers import known_manufacturers
+from tests.unit.rules.builders import is_label_key, is_label_value
 
 WITH_MEMORY = {"GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY": "true"}
 LONG = "NVIDIA " + "Accelerator " * 6

@@ -11,8 +11,8 @@ from gpustack_operator.api.types.devices import DevicesGroup
 from gpustack_operator.device_manager.detector.pci import PciDevice, pci_card, with_topology
 from gpustack_operator.device_manager.grouping import group_cards, group_id
 from gpustack_operator.device_manager.model import Card
-from gpustack_operator.nodefeature.labels import construct_acceleratable_node_labels
-from tests.unit.nodefeature.builders import is_label_key
+from gpustack_operator.rules.naming.labels import construct_acceleratable_node_labels
+from tests.unit.rules.builders import is_label_key
 
 WITH_MEMORY = {"GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY": "true"}
 

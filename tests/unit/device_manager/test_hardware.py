@@ -14,7 +14,7 @@ from gpustack_operator.device_manager.detector.amd import AmdSmiDetector
 from gpustack_operator.device_manager.detector.hardware import HardwareBackend, vendor_detectors
 from gpustack_operator.device_manager.detector.nvidia import NvmlDetector
 from gpustack_operator.device_manager.detector.vendor import LibraryUnavailableError
-from gpustack_operator.nodefeature.manufacturers import known_manufacturers
+from gpustack_operator.rules.naming.manufacturers import known_manufacturers
 from tests.unit.device_manager.recorded import A10, H100, SysfsDevice, build_sysfs, record_nvml
 
 H100_PCI = SysfsDevice("0000:18:00.0", "10de", "2330", "030200", "0", "0-47,96-143", "0000:17")

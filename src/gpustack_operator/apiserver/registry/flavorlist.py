@@ -28,7 +28,7 @@ from gpustack_operator.api.keys import (
     NOTE_SLICEABLE,
 )
 from gpustack_operator.api.quantity import InvalidQuantityError, parse_quantity
-from gpustack_operator.nodefeature.flavors import pool_name
+from gpustack_operator.rules.naming.flavors import pool_name
 
 __all__ = ["flavor_list"]
 

@@ -24,7 +24,7 @@ from gpustack_operator.api.field import ErrorType, FieldError, forbidden, invali
 from gpustack_operator.api.quantity import Quantity, QuantityFormat, parse_quantity
 from gpustack_operator.api.types.instance import InstancePhase
 from gpustack_operator.apiserver.webhooks.instancetype import equal_ignoring_zero
-from gpustack_operator.nodefeature.instanceresources import instance_type_sliceable
+from gpustack_operator.rules.instance.resources import instance_type_sliceable
 
 __all__ = [
     "DEFAULT_IMAGE_PULL_POLICY",

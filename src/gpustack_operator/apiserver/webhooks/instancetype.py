@@ -24,8 +24,8 @@ from typing import Any, Final
 
 from gpustack_operator.api.field import FieldError, forbidden, invalid, required
 from gpustack_operator.api.keys import GENERIC, QUEUE_ENTRANCE_LABEL
-from gpustack_operator.nodefeature.pools import is_feature_key, pool_schedule_labels
-from gpustack_operator.nodefeature.queues import format_local_queue_name
+from gpustack_operator.rules.naming.pools import is_feature_key, pool_schedule_labels
+from gpustack_operator.rules.naming.queues import format_local_queue_name
 
 __all__ = [
     "MUTABLE_FIELDS",

@@ -11,7 +11,7 @@ Pod mixing card modes, a sliced container without exactly one memory key or aski
 of a card that is not NVIDIA's, and a second container asking
 for cards of a mode another container already asks for (the device manager attributes one allocation per
 Pod, so that container's cards would be lost or given to another Pod). The rules themselves are
-pure (nodefeature.podslices); this module reads the Pod, finds the VRAM and shapes the refusals.
+pure (rules.slicing.pods); this module reads the Pod, finds the VRAM and shapes the refusals.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from gpustack_operator.api.quantity import InvalidQuantityError, Quantity
 from gpustack_operator.apiserver.status import invalid
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.apiserver.webhooks.review import Review, Verdict
-from gpustack_operator.nodefeature.credits import SlicedUnitsError, quantity_to_mib
-from gpustack_operator.nodefeature.environ import DEFAULT_ENVIRON, Environ
-from gpustack_operator.nodefeature.podslices import (
+from gpustack_operator.rules.capacity.credits import SlicedUnitsError, quantity_to_mib
+from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ
+from gpustack_operator.rules.slicing.pods import (
     mixed_modes_problem,
     needs_card_memory,
     repeated_card_requests,

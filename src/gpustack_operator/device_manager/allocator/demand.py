@@ -20,13 +20,13 @@ from gpustack_operator.device_manager.allocator.pods import limit
 from gpustack_operator.device_manager.plugin.handler import AllocationRefusedError
 from gpustack_operator.device_manager.plugin.ids import DeviceID
 from gpustack_operator.device_manager.plugin.inventory import CardInfo
-from gpustack_operator.nodefeature.credits import (
+from gpustack_operator.rules.capacity.credits import (
     RESOURCE_MAX_UNITS,
     SHARED_UNITS,
     SlicedUnitsError,
     sliced_units,
 )
-from gpustack_operator.nodefeature.resources import ResourceKind, resource_name_for
+from gpustack_operator.rules.naming.resources import ResourceKind, resource_name_for
 
 CardKey = tuple[str, str]
 DEFAULT_CORES_PERCENTAGE = 100

@@ -32,7 +32,7 @@ may use more than its share.
 GetPreferredAllocation (`prefer`) reads the same view to steer the kubelet's pick towards cards Allocate
 will accept. It is told how many units one token of the asking container takes on each card (`need`, the
 allocator works it out from the pods that may be asking) and ranks the cards the way the worker's
-admission placement does (`nodefeature.placement`): cards that can take the need, those already held in
+admission placement does (`rules.admission.placement`): cards that can take the need, those already held in
 the requested mode first and among them the one with the least room left (packing), then free cards;
 cards without room for the need after them (the roomiest first), and cards held in another mode last.
 Tokens are spread over distinct cards before a second token of one card is taken (a slice never takes a
@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation
 from gpustack_operator.device_manager.plugin import ids
-from gpustack_operator.nodefeature.credits import RESOURCE_MAX_UNITS
+from gpustack_operator.rules.capacity.credits import RESOURCE_MAX_UNITS
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from gpustack_operator.device_manager.plugin.handler import (
 from gpustack_operator.device_manager.plugin.ids import DeviceID
 from gpustack_operator.device_manager.plugin.inventory import CardInfo, Inventory
 from gpustack_operator.device_manager.podresources.model import PodName
-from gpustack_operator.nodefeature.credits import RESOURCE_MAX_UNITS, SHARED_UNITS
+from gpustack_operator.rules.capacity.credits import RESOURCE_MAX_UNITS, SHARED_UNITS
 
 CardKey = tuple[str, str]
 Pod = Mapping[str, Any]

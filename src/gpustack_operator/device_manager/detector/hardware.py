@@ -26,8 +26,8 @@ from gpustack_operator.device_manager.detector import (
 from gpustack_operator.device_manager.detector import pci as pcibus
 from gpustack_operator.device_manager.detector.vendor import LibraryUnavailableError, VendorDetector
 from gpustack_operator.device_manager.model import Card, Metrics
-from gpustack_operator.nodefeature.environ import DEFAULT_ENVIRON, Environ
-from gpustack_operator.nodefeature.manufacturers import manufacturers as known_manufacturers
+from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ
+from gpustack_operator.rules.naming.manufacturers import manufacturers as known_manufacturers
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpustack_operator.device_manager.model import Card
-from gpustack_operator.nodefeature.manufacturers import Manufacturer
+from gpustack_operator.rules.naming.manufacturers import Manufacturer
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Final, NamedTuple
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode
-from gpustack_operator.nodefeature.credits import (
+from gpustack_operator.rules.capacity.credits import (
     SHARED_RESOURCE_MAX_SIZE,
     SHARED_UNITS,
     SLICED_RESOURCE_MAX_SIZE,

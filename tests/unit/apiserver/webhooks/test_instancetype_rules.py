@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gpustack_operator.api.field import FieldError
 from gpustack_operator.apiserver.webhooks import instancetype
-from gpustack_operator.nodefeature.queues import format_local_queue_name
+from gpustack_operator.rules.naming.queues import format_local_queue_name
 
 from .jsonish import json_values
 

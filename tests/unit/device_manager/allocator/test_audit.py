@@ -6,7 +6,7 @@ from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation
 from gpustack_operator.device_manager.allocator.audit import Mismatch, mismatches
 from gpustack_operator.device_manager.podresources.model import KubeletPods
-from gpustack_operator.nodefeature.resources import is_known_acceleratable_resource_name
+from gpustack_operator.rules.naming.resources import is_known_acceleratable_resource_name
 from tests.unit.device_manager.allocator.builders import H100, container, pod, uuid
 
 

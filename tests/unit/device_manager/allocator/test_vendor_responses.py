@@ -26,7 +26,7 @@ from gpustack_operator.device_manager.plugin.handler import ResourceSpec
 from gpustack_operator.device_manager.plugin.inventory import Inventory
 from gpustack_operator.device_manager.plugin.server import ResourceServer
 from gpustack_operator.device_manager.simulated import SimulatedBackend
-from gpustack_operator.nodefeature.resources import ResourceKind, acceleratable_resource_name
+from gpustack_operator.rules.naming.resources import ResourceKind, acceleratable_resource_name
 from gpustack_operator.runtime import FakeClock
 from tests.unit.device_manager.allocator.builders import container, device_id, group, pod
 from tests.unit.device_manager.allocator.conftest import FakeCluster, make_allocator

@@ -1,0 +1,133 @@
+"""Can every Pod of a Workload be placed whole on one node's cards? The per-card admission decision; pure.
+
+The original check counted cards across the whole pool ("#cards with remaining >= demand >= count"), so 3
+free cards on one node and 2 on another passed a 5-card Pod that no node can ever host. A Pod's cards all
+come from one node (the kubelet allocates them), so here each Pod of each podSet is placed whole on one of
+its candidate nodes (Pods of one podSet may use different nodes), consuming the cards it takes before the
+next Pod is placed. A card accepts a need by the same rules as the InstanceType's views
+(rules.capacity.views): exclusive takes a free card; a share takes 160,000 units of a free or Shared card; a
+slice takes its units of a free or Sliced card that is logically sliceable; one Pod never takes two needs from
+one card.
+
+Placement is a bin-packing heuristic (largest Pods first, each on the node it leaves tightest, each need on
+the card it fits tightest, cards already in its mode first, as the device plugin's preference packs): a
+"yes" always comes with a placement that exists, so Ready never promises the impossible; a "no" may
+rarely miss a packing an exhaustive search would find, which costs a retry, never a stuck Pod.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from gpustack_operator.api.types.devices import DeviceAllocationMode
+from gpustack_operator.rules.admission.demand import CardNeed
+from gpustack_operator.rules.capacity.views import Card
+from gpustack_operator.rules.slicing.pods import CardMode
+
+__all__ = ["READY_MESSAGE", "RETRY_MESSAGE", "Ask", "Ledger", "Placement", "accepts", "place", "take"]
+
+READY_MESSAGE: Final = "the assigned flavor pool has enough free cards to place the request"
+RETRY_MESSAGE: Final = (
+    "no node in the assigned flavor pool currently has enough free cards; will retry as capacity frees"
+)
+
+Ledger = Mapping[str, Mapping[str, Card]]
+"""Node (Devices name) -> card ID -> its ledger row: the usable cards of the candidate nodes."""
+Placement = dict[str, dict[str, CardNeed]]
+"""Node -> card ID -> what the placed Pods take from it (one mode per card, units summed)."""
+
+_HELD_AS: Final = {
+    CardMode.EXCLUSIVE: DeviceAllocationMode.EXCLUSIVE,
+    CardMode.SHARED: DeviceAllocationMode.SHARED,
+    CardMode.SLICED: DeviceAllocationMode.SLICED,
+}
+
+
+@dataclass(frozen=True)
+class Ask:
+    """`count` Pods of one podSet, each needing `needs` on one of `nodes`."""
+
+    count: int
+    needs: tuple[CardNeed, ...]
+    nodes: tuple[str, ...]
+
+
+def accepts(card: Card, need: CardNeed) -> bool:
+    """The card can give the need now (the views' rules)."""
+    if need.mode is CardMode.EXCLUSIVE:
+        return card.free
+    if need.mode is CardMode.SHARED:
+        return card.shareable and card.remaining >= need.units
+    return card.sliceable_now and card.remaining >= need.units
+
+
+def take(card: Card, need: CardNeed) -> Card:
+    """The card after the need is taken from it."""
+    return replace(card, remaining=max(card.remaining - need.units, 0), mode=_HELD_AS[need.mode])
+
+
+def _fit(cards: Mapping[str, Card], needs: Sequence[CardNeed]) -> dict[str, CardNeed] | None:
+    """Distinct cards of one node for every need of one Pod, tightest first; None when they do not fit.
+
+    Largest need first, each on the acceptable card with the least remaining (cards already held in
+    the need's mode before free ones): for needs of one mode, acceptance is a threshold on remaining, so
+    this finds a fit whenever one exists, and a node that cannot fit a Pod cannot fit it after more of
+    its cards are taken either.
+    """
+    if all(need.mode is CardMode.EXCLUSIVE for need in needs):  # the common case, without the search
+        free = sorted((card.remaining, cid) for cid, card in cards.items() if card.free)[: len(needs)]
+        return None if len(free) < len(needs) else {cid: n for (_, cid), n in zip(free, needs, strict=True)}
+    chosen: dict[str, CardNeed] = {}
+    for need in sorted(needs, key=lambda n: -n.units):
+        fitting = [(card.free, card.remaining, cid) for cid, card in cards.items() if cid not in chosen]
+        best = min((f for f in fitting if accepts(cards[f[2]], need)), default=None)
+        if best is None:
+            return None
+        chosen[best[2]] = need
+    return chosen
+
+
+def place(asks: Sequence[Ask], ledger: Ledger) -> Placement | None:
+    """Where every Pod of every ask goes (see the module docstring), or None when some Pod fits nowhere.
+
+    The node a Pod leaves tightest is the fitting node with the least spare units now (a fit takes
+    exactly the Pod's units wherever it lands), so an ask's nodes wait in a heap by (spare, name) and
+    the first that fits is taken; a node that does not fit is dropped for the rest of the ask (see
+    `_fit`), and the node just used goes back with its new spare. Each Pod costs a few heap operations,
+    not a pass over every node: a decision on 1,000 nodes stays in milliseconds (bench_admission_decision).
+    """
+    state: dict[str, Mapping[str, Card]] = dict(ledger)  # a node's cards are copied when first changed
+    changed: dict[str, dict[str, Card]] = {}
+    spare: dict[str, int] = {}
+    placement: Placement = {}
+    for ask in sorted(asks, key=lambda a: -sum(n.units for n in a.needs)):
+        units = sum(n.units for n in ask.needs)
+        heap = []
+        for node in set(ask.nodes) & state.keys():
+            if len(state[node]) >= len(ask.needs):
+                if node not in spare:
+                    spare[node] = sum(card.room for card in state[node].values())
+                heap.append((spare[node], node))
+        heapq.heapify(heap)
+        for _ in range(ask.count):
+            while heap:
+                _, node = heapq.heappop(heap)
+                fit = _fit(state[node], ask.needs)
+                if fit is not None:
+                    break
+            else:
+                return None
+            cards = changed.get(node)
+            if cards is None:
+                cards = changed[node] = dict(state[node])
+                state[node] = cards
+            for cid, need in fit.items():
+                cards[cid] = take(cards[cid], need)
+                held = placement.setdefault(node, {}).get(cid)
+                placement[node][cid] = need if held is None else replace(held, units=held.units + need.units)
+            spare[node] -= units
+            heapq.heappush(heap, (spare[node], node))
+    return placement

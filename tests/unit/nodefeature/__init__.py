@@ -1,1 +1,0 @@
-"""Tests of the pure naming and arithmetic rules (gpustack_operator.nodefeature)."""

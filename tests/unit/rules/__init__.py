@@ -1,0 +1,1 @@
+"""Tests of the pure naming and arithmetic rules (gpustack_operator.rules)."""

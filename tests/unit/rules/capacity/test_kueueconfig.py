@@ -1,0 +1,32 @@
+"""Kueue's resource configuration: counted resources become their vendor's credits, the rest is dropped."""
+
+from __future__ import annotations
+
+from gpustack_operator.rules.capacity.kueueconfig import kueue_resources
+from gpustack_operator.rules.naming.manufacturers import known_manufacturers
+
+
+def test_each_vendor_counts_cards_shares_and_slice_units_as_credits_and_drops_the_companions() -> None:
+    by_input = {t["input"]: t for t in kueue_resources()["transformations"]}
+    assert len(by_input) == len(kueue_resources()["transformations"]), "Kueue rejects a repeated input"
+    nvidia = "credits.gpustack.ai/nvidia"
+    assert by_input["nvidia.com/gpu"]["outputs"] == {nvidia: "1600000"}
+    assert by_input["nvidia.com/gpu.shared"]["outputs"] == {nvidia: "160000"}
+    assert by_input["nvidia.com/gpu.sliced.units"]["outputs"] == {nvidia: "1"}
+    for dropped in (
+        "nvidia.com/gpu.sliced",
+        "nvidia.com/gpu.sliced.memory-mib",
+        "device.gpustack.ai/nvidia.visibility",
+    ):
+        assert by_input[dropped]["outputs"] == {}
+    assert all(t["strategy"] == "Replace" for t in by_input.values())
+    assert by_input["huawei.com/npu"]["outputs"] == {"credits.gpustack.ai/ascend": "1600000"}
+    outputs = {name for t in by_input.values() for name in t["outputs"]}
+    assert outputs == {f"credits.gpustack.ai/{m}" for m in known_manufacturers()}
+
+
+def test_memory_storage_hugepages_and_pod_count_are_never_quota_but_cpu_is() -> None:
+    prefixes = kueue_resources()["excludeResourcePrefixes"]
+    for name in ("memory", "ephemeral-storage", "hugepages-2Mi", "pods"):
+        assert any(name.startswith(p) for p in prefixes), name
+    assert not any("cpu".startswith(p) or "nvidia.com/gpu".startswith(p) for p in prefixes)

@@ -1,0 +1,169 @@
+"""The Pod webhook's sliced-request rules: units from memory, default compute, one card mode (§4.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from gpustack_operator.api.quantity import Quantity
+from gpustack_operator.rules.capacity.credits import SlicedUnitsError
+from gpustack_operator.rules.slicing.pods import (
+    CardMode,
+    mixed_modes_problem,
+    needs_card_memory,
+    pod_card_modes,
+    repeated_card_requests,
+    sliced_bases,
+    sliced_defaults,
+    sliced_problems,
+)
+
+GPU = "nvidia.com/gpu"
+SLICED = f"{GPU}.sliced"
+UNITS = f"{GPU}.sliced.units"
+CORES = f"{GPU}.sliced.cores-percentage"
+MEM_PCT = f"{GPU}.sliced.memory-percentage"
+MEM_MIB = f"{GPU}.sliced.memory-mib"
+CARD_MIB = 40960
+
+
+def admit(containers: Sequence[Mapping[str, str]], card_mib: int | None = CARD_MIB) -> list[dict[str, str]]:
+    """Default then validate a pod the way the webhook composes the rules; raises on rejection."""
+    admitted = []
+    problems = []
+    for container in containers:
+        resources = {name: Quantity.parse(value) for name, value in container.items()}
+        for base in sliced_bases(resources, environ={}):
+            card = card_mib if needs_card_memory(resources, base) else None
+            resources.update(sliced_defaults(resources, base, card))
+            problems += sliced_problems(resources, base, environ={})
+        admitted.append({name: str(value) for name, value in resources.items()})
+    mixed = mixed_modes_problem([c.keys() for c in containers], environ={})
+    problems += [mixed] if mixed else []
+    if problems:
+        raise ValueError("; ".join(problems))
+    return admitted
+
+
+@pytest.mark.parametrize(
+    ("container", "units", "cores"),
+    [
+        pytest.param({SLICED: "1", MEM_PCT: "20"}, "320k", "100", id="memory-percentage-20-cores-defaulted"),
+        pytest.param({SLICED: "1", MEM_PCT: "20", CORES: "50"}, "320k", "50", id="explicit-cores-kept"),
+        pytest.param({SLICED: "1", MEM_PCT: "20", UNITS: "999"}, "320k", "100", id="forged-units-recomputed"),
+        pytest.param({SLICED: "1", MEM_MIB: "4096"}, "160k", "100", id="memory-mib-on-40960Mi-card"),
+        pytest.param({SLICED: "1", MEM_PCT: "60"}, "960k", "100", id="memory-percentage-60"),
+    ],
+)
+def test_sliced_container_is_folded_into_units(container: dict[str, str], units: str, cores: str) -> None:
+    (admitted,) = admit([container])
+    assert admitted[UNITS] == units
+    assert admitted[CORES] == cores
+
+
+@pytest.mark.parametrize(
+    ("container", "card_mib", "message"),
+    [
+        pytest.param({SLICED: "1", MEM_PCT: "200"}, CARD_MIB, "over 100", id="memory-percentage-200"),
+        pytest.param({SLICED: "1", MEM_MIB: "81920"}, CARD_MIB, "exceeds", id="memory-mib-larger-than-card"),
+        pytest.param({SLICED: "1", MEM_MIB: "4096"}, None, "VRAM", id="memory-mib-without-card-vram"),
+    ],
+)
+def test_unfoldable_memory_is_an_error(container: dict[str, str], card_mib: int | None, message: str) -> None:
+    with pytest.raises(SlicedUnitsError, match=message):
+        admit([container], card_mib)
+
+
+@pytest.mark.parametrize(
+    ("containers", "message"),
+    [
+        pytest.param([{SLICED: "1"}], "exactly one of", id="only-sliced-no-memory"),
+        pytest.param(
+            [{UNITS: "320000", MEM_PCT: "20"}], f"{SLICED} must be requested", id="units-without-sliced"
+        ),
+        pytest.param(
+            [{SLICED: "1", MEM_PCT: "20", MEM_MIB: "4096"}], "exactly one of", id="both-memory-keys"
+        ),
+        pytest.param(
+            [{SLICED: "1", MEM_PCT: "0"}], "memory-percentage must be in", id="memory-percentage-zero"
+        ),
+        pytest.param([{SLICED: "1", MEM_MIB: "-1"}], "memory-mib must be positive", id="memory-mib-negative"),
+        pytest.param([{SLICED: "1", MEM_PCT: "20", CORES: "0"}], "cores-percentage", id="cores-zero"),
+        pytest.param([{SLICED: "1", MEM_PCT: "20", CORES: "101"}], "cores-percentage", id="cores-over-100"),
+        pytest.param([{GPU: "1", SLICED: "1", MEM_PCT: "20"}], "only one of", id="exclusive-and-sliced"),
+        pytest.param(
+            [{f"{GPU}.shared": "1"}, {SLICED: "1", MEM_PCT: "20"}], "only one of", id="shared-and-sliced"
+        ),
+        pytest.param([{GPU: "1"}, {f"{GPU}.shared": "1"}], "only one of", id="exclusive-and-shared"),
+        pytest.param(
+            [{"huawei.com/npu.sliced": "2", "huawei.com/npu.sliced.memory-percentage": "20"}],
+            r"huawei.com/npu.sliced must be 1, not 2: only nvidia cards serve more than one slice",
+            id="two-slices-of-an-ascend-card",
+        ),
+        pytest.param(
+            [{"mthreads.com/gpu.sliced": "4", "mthreads.com/gpu.sliced.memory-percentage": "10"}],
+            r"\(mthreads gives it one slice per card\)",
+            id="four-slices-of-an-mthreads-card",
+        ),
+    ],
+)
+def test_invalid_pods_are_rejected(containers: list[dict[str, str]], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        admit(containers)
+
+
+def test_an_nvidia_container_may_hold_several_slices() -> None:
+    (admitted,) = admit([{SLICED: "2", MEM_PCT: "20"}])
+    assert admitted[UNITS] == "320k"
+    (one,) = admit([{"huawei.com/npu.sliced": "1", "huawei.com/npu.sliced.memory-percentage": "20"}])
+    assert one["huawei.com/npu.sliced.units"] == "320k"
+
+
+def test_the_one_slice_rule_follows_a_renamed_resource() -> None:
+    renamed = {"GPUSTACK_NVIDIA_ACCELERATABLE_RESOURCE_NAME": "example.com/gpu"}
+    two = {"example.com/gpu.sliced": Quantity(2), "example.com/gpu.sliced.memory-percentage": Quantity(20)}
+    assert sliced_problems(two, "example.com/gpu", renamed) == []
+    assert sliced_bases(two, renamed) == ["example.com/gpu"]
+
+
+def test_sliced_main_with_resource_free_sidecar_is_admitted() -> None:
+    main, sshd = admit([{SLICED: "1", MEM_PCT: "20"}, {}])
+    assert main[UNITS] == "320k"
+    assert sshd == {}
+
+
+def test_visibility_resource_is_not_a_card_mode() -> None:
+    pods = [[SLICED, MEM_PCT], ["device.gpustack.ai/nvidia.visibility"]]
+    assert pod_card_modes(pods, environ={}) == {CardMode.SLICED}
+    assert mixed_modes_problem(pods, environ={}) is None
+
+
+def test_card_memory_is_needed_only_for_memory_mib() -> None:
+    assert needs_card_memory({MEM_MIB: Quantity(4096)}, GPU)
+    assert not needs_card_memory({MEM_PCT: Quantity(20), MEM_MIB: Quantity(4096)}, GPU)
+    assert not needs_card_memory({MEM_PCT: Quantity(20)}, GPU)
+
+
+def test_sliced_bases_lists_each_base_once() -> None:
+    names = [SLICED, MEM_PCT, "huawei.com/npu.sliced", "cpu", GPU]
+    assert sliced_bases(names, environ={}) == ["huawei.com/npu", GPU]
+
+
+@pytest.mark.parametrize(
+    ("containers", "repeats"),
+    [
+        pytest.param([[GPU], [GPU]], [(1, 0, GPU)], id="two-containers-with-whole-cards"),
+        pytest.param([[SLICED, MEM_PCT], [SLICED, MEM_PCT]], [(1, 0, SLICED)], id="two-slices"),
+        pytest.param([[f"{GPU}.shared"], [f"{GPU}.shared"], []], [(1, 0, f"{GPU}.shared")], id="two-shares"),
+        pytest.param([[GPU], ["device.gpustack.ai/nvidia.visibility"]], [], id="main-and-ssh-sidecar"),
+        pytest.param(
+            [[GPU], ["cpu"], [GPU, "memory"]], [(2, 0, GPU)], id="third-container-repeats-the-first"
+        ),
+        pytest.param([[GPU], ["amd.com/gpu"]], [], id="two-vendors"),
+    ],
+)
+def test_only_one_container_of_a_pod_may_ask_for_cards_of_a_mode(
+    containers: list[list[str]], repeats: list[tuple[int, int, str]]
+) -> None:
+    assert repeated_card_requests(containers, environ={}) == repeats
