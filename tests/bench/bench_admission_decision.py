@@ -42,7 +42,7 @@ from gpustack_operator.device_manager import reporting
 from gpustack_operator.device_manager.grouping import group_cards
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, connect
-from gpustack_operator.rules.capacity.credits import RESOURCE_MAX_UNITS
+from gpustack_operator.rules.cards import CARD_UNITS
 from gpustack_operator.rules.naming.groups import accelerator_key
 from gpustack_operator.rules.naming.labels import TRUE
 from gpustack_operator.sandbox.inventory import GPU, InventoryNode
@@ -70,10 +70,10 @@ def filled(rng: random.Random, cards_: list[JSONObj]) -> None:
             card.pop("remaining", None)
         elif roll < 0.50:
             card["mode"] = int(DeviceAllocationMode.SLICED)
-            card["remaining"] = rng.randrange(1, RESOURCE_MAX_UNITS)
+            card["remaining"] = rng.randrange(1, CARD_UNITS)
         elif roll < 0.55:
             card["mode"] = int(DeviceAllocationMode.SHARED)
-            card["remaining"] = RESOURCE_MAX_UNITS - RESOURCE_MAX_UNITS // 10 * rng.randrange(1, 10)
+            card["remaining"] = CARD_UNITS - CARD_UNITS // 10 * rng.randrange(1, 10)
 
 
 async def write_ledgers(
@@ -94,7 +94,7 @@ async def write_ledgers(
         status_groups = []
         for group in groups:
             rows = [
-                {"id": acc["id"], "index": acc["index"], "mode": 0, "remaining": RESOURCE_MAX_UNITS}
+                {"id": acc["id"], "index": acc["index"], "mode": 0, "remaining": CARD_UNITS}
                 for acc in group["accelerators"]
             ]
             if fill:

@@ -66,7 +66,7 @@ from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, RESOURCE_F
 from gpustack_operator.rules.admission.demand import workload_demand
 from gpustack_operator.rules.admission.placement import READY_MESSAGE, RETRY_MESSAGE, Ask, Placement, place
 from gpustack_operator.rules.admission.promises import Promises
-from gpustack_operator.rules.capacity.views import Card
+from gpustack_operator.rules.cards import CardState
 
 log = logging.getLogger(__name__)
 
@@ -185,10 +185,10 @@ class NodeDevicesAdmissionReconciler:
             self.promises.hold(key, placement, ledger, self.clock())
             log.info("workload=%s check Ready, not admitted yet: its cards promised again", key)
 
-    def decide(self, wl: JSONObj, key: str) -> tuple[Placement | None, dict[str, Mapping[str, Card]]]:
+    def decide(self, wl: JSONObj, key: str) -> tuple[Placement | None, dict[str, Mapping[str, CardState]]]:
         """Where the workload's Pods go on the cards not promised to others (None: some Pod fits nowhere)."""
         asks: list[Ask] = []
-        ledger: dict[str, Mapping[str, Card]] = {}
+        ledger: dict[str, Mapping[str, CardState]] = {}
         for demand in workload_demand(wl):
             cards = self.pool_cards.of_flavor(demand.flavor)
             for node, rows in cards.items():  # shared, read-only rows; merged only when two flavors meet

@@ -22,7 +22,8 @@ from gpustack_operator.controllers.pools import matches, name_of, selected
 from gpustack_operator.controllers.watches import KeyFunc
 from gpustack_operator.kube.resources import DEVICES, RESOURCE_FLAVORS, WORKLOADS
 from gpustack_operator.kube.store import object_key
-from gpustack_operator.rules.capacity.views import Card, MalformedLedgerError, pool_card_rows, unhealthy_cards
+from gpustack_operator.rules.capacity.views import MalformedLedgerError, pool_card_rows, unhealthy_cards
+from gpustack_operator.rules.cards import CardState
 from gpustack_operator.rules.naming.labels import TRUE
 
 __all__ = ["PoolCards", "flavor_group", "flavor_selector", "waiting_on_devices"]
@@ -54,10 +55,10 @@ class PoolCards:
 
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
-        self._rows: dict[str, tuple[str, str, dict[str, Card]]] = {}
+        self._rows: dict[str, tuple[str, str, dict[str, CardState]]] = {}
         """Devices name -> (resourceVersion, card group, rows) as last read."""
 
-    def of_flavor(self, flavor_name: str) -> dict[str, dict[str, Card]]:
+    def of_flavor(self, flavor_name: str) -> dict[str, dict[str, CardState]]:
         """Node (Devices name) -> card ID -> ledger row, for the healthy cards of the flavor's nodes."""
         flavor = self.cache.get(RESOURCE_FLAVORS, flavor_name)
         group = None if flavor is None else flavor_group(flavor)

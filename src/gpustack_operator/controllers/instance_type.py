@@ -47,7 +47,8 @@ from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, INSTANCE_TYPES
-from gpustack_operator.rules.capacity.views import Card, MalformedLedgerError, pool_cards
+from gpustack_operator.rules.capacity.views import MalformedLedgerError, pool_cards
+from gpustack_operator.rules.cards import CardState
 from gpustack_operator.settings.catalog import (
     INSTANCE_GENERAL_RESOURCES_OVERCOMMIT,
     INSTANCE_TYPE_AWARE_CPU_MANUFACTURER,
@@ -125,7 +126,7 @@ class InstanceTypeReconciler:
         log.info("instancetype=%s queue stopPolicy=%s: %s", name, policy, action.value)
         return True
 
-    def _cards(self, it: JSONObj, queue: JSONObj) -> list[list[Card]]:
+    def _cards(self, it: JSONObj, queue: JSONObj) -> list[list[CardState]]:
         if (it.get("spec") or {}).get("acceleratable") is not True:
             return []
         group, nodes = str(it["spec"].get("acceleratorGroup")), []

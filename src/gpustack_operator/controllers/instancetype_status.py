@@ -17,7 +17,8 @@ from gpustack_operator.api.conditions import find_condition, status_conditions
 from gpustack_operator.api.types.instancetype import InstanceTypePhase as Phase
 from gpustack_operator.api.types.kueue import ACTIVE, StopPolicy
 from gpustack_operator.rules.capacity.quota import has_reservations
-from gpustack_operator.rules.capacity.views import ZERO, AcceleratorViews, Card, accelerator_views, cpu_view
+from gpustack_operator.rules.capacity.views import ZERO, AcceleratorViews, accelerator_views, cpu_view
+from gpustack_operator.rules.cards import CardState
 from gpustack_operator.rules.naming.queues import format_local_queue_name
 
 OWNED: Final = (
@@ -65,7 +66,7 @@ def _with_phase(status: dict[str, Any], phase: str, message: str) -> dict[str, A
 def desired_status(
     instance_type: Mapping[str, Any],
     cluster_queue: Mapping[str, Any],
-    nodes: Iterable[Sequence[Card]],
+    nodes: Iterable[Sequence[CardState]],
     *,
     overcommit: bool,
 ) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from gpustack_operator.controllers.instancetype_status import (
     status_patch,
     terminating_status,
 )
-from gpustack_operator.rules.capacity.views import Card
+from gpustack_operator.rules.cards import CardState
 
 ACC, OS, ARCH = "feature.gpustack.ai/acceleratable", "kubernetes.io/os", "kubernetes.io/arch"
 G, A, TYPE = "general.feature.gpustack.ai/", "acceleratable.feature.gpustack.ai/", "resource.gpustack.ai/type"
@@ -159,7 +159,7 @@ def it(name: str = "t4", **spec: Any) -> dict[str, Any]:
 
 
 def test_an_accelerated_status_has_the_three_views_and_the_entrance() -> None:
-    status = desired_status(it(), cq("None", "True"), [[Card(1_600_000, 0, True)]], overcommit=True)
+    status = desired_status(it(), cq("None", "True"), [[CardState(1_600_000, 0, True)]], overcommit=True)
     assert status == {
         "phase": "Active",
         "entrance": "gpustack-fnv64-" + status["entrance"][-16:],
@@ -170,7 +170,7 @@ def test_an_accelerated_status_has_the_three_views_and_the_entrance() -> None:
 
 
 def test_a_draining_pool_shows_zero_capacity_in_every_view() -> None:
-    status = desired_status(it(), cq("HoldAndDrain"), [[Card(1_600_000, 0, True)]], overcommit=True)
+    status = desired_status(it(), cq("HoldAndDrain"), [[CardState(1_600_000, 0, True)]], overcommit=True)
     zero = {"capacity": "0", "remaining": "0", "onceMaxRequest": "0"}
     assert (status["accelerator"], status["acceleratorShared"], status["acceleratorSliced"]) == (
         zero,

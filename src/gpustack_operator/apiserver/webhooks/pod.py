@@ -27,7 +27,8 @@ from gpustack_operator.api.quantity import InvalidQuantityError, Quantity
 from gpustack_operator.apiserver.status import invalid
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.apiserver.webhooks.review import Review, Verdict
-from gpustack_operator.rules.capacity.credits import SlicedUnitsError, quantity_to_mib
+from gpustack_operator.rules.capacity.credits import quantity_to_mib
+from gpustack_operator.rules.cards import SliceUnitsError
 from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ
 from gpustack_operator.rules.slicing.pods import (
     mixed_modes_problem,
@@ -110,7 +111,7 @@ class PodHooks:
                     )
                     try:
                         defaults = sliced_defaults(resources, base, card)
-                    except SlicedUnitsError as err:
+                    except SliceUnitsError as err:
                         raise _RefusedError(
                             [field.invalid(f"{path}.resources", f"{base}.sliced", str(err))]
                         ) from None

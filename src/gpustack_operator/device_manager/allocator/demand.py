@@ -1,15 +1,15 @@
 """How many units a container takes from each card it is given, and what a slice asks for.
 
-The ledger counts in units (one card = 1,600,000): exclusive takes the whole card, a share takes 160,000
-per token, and a slice takes the container's `<base>.sliced.units` on each card (the webhook folds the
-memory request into it; without it the memory keys are folded here the same way). A slice also names its
-compute share (`.sliced.cores-percentage`, default 100) and its VRAM cap (`.sliced.memory-percentage`, or
-`.sliced.memory-mib` capped at the card), which become HAMi-core limits.
+Both are the card model's (rules.cards), the one the worker admits by: exclusive takes the whole card, a
+share 160,000 units per token, and a slice the container's `<base>.sliced.units` on each card (the webhook
+folds the memory request into it; without it the memory keys are folded here by the same `slice_units`,
+which refuses a memory-mib larger than the card, as the webhook does). A slice also names its compute share
+(`.sliced.cores-percentage`, default 100) and its VRAM cap (`.sliced.memory-percentage`, or
+`.sliced.memory-mib`), which become HAMi-core limits.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,16 +20,16 @@ from gpustack_operator.device_manager.allocator.pods import limit
 from gpustack_operator.device_manager.plugin.handler import AllocationRefusedError
 from gpustack_operator.device_manager.plugin.ids import DeviceID
 from gpustack_operator.device_manager.plugin.inventory import CardInfo
-from gpustack_operator.rules.capacity.credits import (
-    RESOURCE_MAX_UNITS,
-    SHARED_UNITS,
-    SlicedUnitsError,
-    sliced_units,
+from gpustack_operator.rules.cards import (
+    DEFAULT_CORES_PERCENTAGE,
+    Need,
+    SliceUnitsError,
+    slice_memory_limit_mib,
+    slice_units,
 )
 from gpustack_operator.rules.naming.resources import ResourceKind, resource_name_for
 
 CardKey = tuple[str, str]
-DEFAULT_CORES_PERCENTAGE = 100
 
 
 @dataclass(frozen=True)
@@ -42,18 +42,12 @@ class SlicedRequest:
     memory_mib: Quantity | None = None
 
     def card_units(self, card_mib: int) -> int:
-        """Units taken on one card: the folded `.sliced.units`, else the memory request folded here.
-
-        A memory-mib larger than this card counts as the whole card, as its memory limit is capped.
-        """
+        """Units taken on one card: the folded `.sliced.units`, else the memory request folded here."""
         if self.units is not None and self.units > 0:
-            return self.units
-        mib = self.memory_mib
-        if mib is not None and 0 < card_mib < mib:
-            mib = Quantity(card_mib)
+            return Need.of(DeviceAllocationMode.SLICED, self.units).units
         try:
-            units = sliced_units(self.memory_percentage, mib, card_mib)
-        except SlicedUnitsError as err:
+            units = slice_units(self.memory_percentage, self.memory_mib, card_mib)
+        except SliceUnitsError as err:
             raise AllocationRefusedError(f"sliced request: {err}") from err
         if units is None:
             raise AllocationRefusedError(
@@ -62,14 +56,17 @@ class SlicedRequest:
         return units
 
     def memory_limit_mib(self, card_mib: int) -> int:
-        """VRAM cap on one card: floor(card × pct / 100), else min(memory-mib, card)."""
-        if self.memory_percentage is not None and self.memory_percentage > 0:
-            return math.floor(card_mib * self.memory_percentage.exact / 100)
-        if self.memory_mib is not None and self.memory_mib > 0:
-            return min(self.memory_mib.value(), card_mib)
-        raise AllocationRefusedError(
-            "a sliced request needs .sliced.memory-percentage or .sliced.memory-mib to cap the card's memory"
-        )
+        """VRAM cap on one card: floor(card × pct / 100), else the memory-mib."""
+        try:
+            cap = slice_memory_limit_mib(self.memory_percentage, self.memory_mib, card_mib)
+        except SliceUnitsError as err:
+            raise AllocationRefusedError(f"sliced request: {err}") from err
+        if cap is None:
+            raise AllocationRefusedError(
+                "a sliced request needs .sliced.memory-percentage or .sliced.memory-mib to cap the card's "
+                "memory"
+            )
+        return cap
 
 
 def sliced_request(container: Mapping[str, Any], base: str) -> SlicedRequest:
@@ -96,14 +93,14 @@ def card_demand(
     demand: dict[CardKey, int] = {}
     for device in devices:
         key = device.card
-        if mode is DeviceAllocationMode.EXCLUSIVE:
-            demand[key] = RESOURCE_MAX_UNITS
-        elif mode is DeviceAllocationMode.SHARED:
-            demand[key] = demand.get(key, 0) + SHARED_UNITS
+        if mode is DeviceAllocationMode.SHARED:
+            demand[key] = demand.get(key, 0) + Need.of(mode).units
         elif mode is DeviceAllocationMode.SLICED:
             if sliced is None:
                 raise ValueError("a sliced demand needs the container's sliced request")
             demand[key] = sliced.card_units(cards[key].memory_mib)
+        elif mode is DeviceAllocationMode.EXCLUSIVE:
+            demand[key] = Need.of(mode).units
         else:
             demand[key] = 0
     return demand

@@ -36,9 +36,10 @@ admission placement does (`rules.admission.placement`): cards that can take the 
 the requested mode first and among them the one with the least room left (packing), then free cards;
 cards without room for the need after them (the roomiest first), and cards held in another mode last.
 Tokens are spread over distinct cards before a second token of one card is taken (a slice never takes a
-second token of a card), and a token goes to a card only while the card has room for it and the tokens
-already picked there; when the cards with room cannot make up the size, the rest come from the others in
-rank order, so the kubelet still gets a full answer and Allocate refuses it with a message naming the card.
+second token of a card, nor does a share), and a token goes to a card only while the card has room for it and
+the tokens already picked there; when the cards with room cannot make up the size, the rest come from the
+others in rank order, so the kubelet still gets a full answer and Allocate refuses it with a message naming
+the card.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from dataclasses import dataclass, field
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation
 from gpustack_operator.device_manager.plugin import ids
-from gpustack_operator.rules.capacity.credits import RESOURCE_MAX_UNITS
+from gpustack_operator.rules.cards import CARD_UNITS, CardState, Need
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class Holding:
     """One card: its mode, the units still free, and the pods holding it."""
 
     mode: DeviceAllocationMode = NONE
-    remaining: int = RESOURCE_MAX_UNITS
+    remaining: int = CARD_UNITS
     """Units left; negative when the holders were given more than the card has."""
     holders: list[str] = field(default_factory=list)
 
@@ -73,8 +74,8 @@ class Holding:
         return self.remaining < 0
 
     def can_take(self, mode: DeviceAllocationMode, units: int) -> bool:
-        """The card is free or held in `mode`, and has `units` left."""
-        return self.mode in (NONE, mode) and self.remaining >= units
+        """The card can give `units` in `mode` now, by the card model's rule (the worker's too)."""
+        return CardState(self.remaining, self.mode).can_take(Need(mode, units))
 
 
 CardHomes = Mapping[tuple[str, str], str]
@@ -223,7 +224,7 @@ class Reservations:
         return dropped
 
 
-Need = Callable[[CardKey], int]
+NeedOf = Callable[[CardKey], int]
 """Card -> the units one token of the asking container takes on it."""
 
 
@@ -248,7 +249,7 @@ def prefer(
     size: int,
     holdings: Holdings,
     order: Mapping[CardKey, int] | None = None,
-    need: Need | None = None,
+    need: NeedOf | None = None,
 ) -> list[str]:
     """Up to `size` IDs: every `must_include` ID, then the best of `available` by the rules above.
 
@@ -256,7 +257,7 @@ def prefer(
     equally good cards the lower `order` (the card index) wins.
     """
     order = order or {}
-    units: Need = need or (lambda _key: 1)
+    units: NeedOf = need or (lambda _key: 1)
     chosen = list(dict.fromkeys(must_include))
     taken: dict[CardKey, int] = {}
     by_card: dict[CardKey, list[ids.DeviceID]] = {}
@@ -291,8 +292,9 @@ def prefer(
         if len(chosen) >= size:
             break
         want = taken.get(key, 0) + units(key)
-        second_slice = mode is DeviceAllocationMode.SLICED and key in taken  # a slice is one token per card
-        if not second_slice and holdings.get(key).can_take(mode, want):
+        # a slice or a share is one token per card (identify.resolve refuses a second)
+        second = mode in (DeviceAllocationMode.SLICED, DeviceAllocationMode.SHARED) and key in taken
+        if not second and holdings.get(key).can_take(mode, want):
             chosen.append(str(device))
             taken[key] = want
         else:

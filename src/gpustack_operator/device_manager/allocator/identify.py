@@ -5,7 +5,9 @@ an Allocate the plugin cannot honour must fail with FAILED_PRECONDITION and chan
 never advertised for the resource's mode, tokens of an unhealthy card (the visibility resource excepted:
 it only mirrors cards a pod already holds), and a sliced request whose tokens fall on fewer cards than
 it asks for (a slice is one token on each of `limit` distinct cards; two tokens of one card would
-silently become a single slice, leaving the container with fewer cards than the scheduler accounted for).
+silently become a single slice, leaving the container with fewer cards than the scheduler accounted for),
+and likewise shares: N shares are one share of each of N cards, as the worker's admission check places
+them (the card model, rules.cards), never two shares of one card.
 
 Then the pod. The kubelet admits the pods bound to its node one at a time, oldest first, and allocates
 each container's resources right then; so the pod being admitted is a Pending pod on this node with a
@@ -54,10 +56,11 @@ def resolve(
             raise AllocationRefusedError(f"{resource.name}: device {device_id} is on unhealthy card")
         devices.append(device)
         cards.setdefault(card.key, card)
-    if resource.mode is DeviceAllocationMode.SLICED and len(cards) < len(devices):
+    one_per_card = {DeviceAllocationMode.SLICED: "slice", DeviceAllocationMode.SHARED: "share"}
+    if (what := one_per_card.get(resource.mode)) and len(cards) < len(devices):
         raise AllocationRefusedError(
-            f"{resource.name}: {len(devices)} slices asked for but the devices fall on {len(cards)} "
-            f"card(s) ({', '.join(card.uuid for card in cards.values())}); a slice takes one token on "
+            f"{resource.name}: {len(devices)} {what}s asked for but the devices fall on {len(cards)} "
+            f"card(s) ({', '.join(card.uuid for card in cards.values())}); a {what} takes one token on "
             "each of distinct cards"
         )
     return devices, cards

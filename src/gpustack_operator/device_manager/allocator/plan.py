@@ -28,7 +28,7 @@ from gpustack_operator.device_manager.allocator.holdings import (
     CardHomes,
     Holding,
     Holdings,
-    Need,
+    NeedOf,
     Reservations,
 )
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths
@@ -40,7 +40,7 @@ from gpustack_operator.device_manager.plugin.handler import (
 from gpustack_operator.device_manager.plugin.ids import DeviceID
 from gpustack_operator.device_manager.plugin.inventory import CardInfo, Inventory
 from gpustack_operator.device_manager.podresources.model import PodName
-from gpustack_operator.rules.capacity.credits import RESOURCE_MAX_UNITS, SHARED_UNITS
+from gpustack_operator.rules.cards import CARD_UNITS, SHARED_UNITS
 
 CardKey = tuple[str, str]
 Pod = Mapping[str, Any]
@@ -123,7 +123,7 @@ class Planner:
             holdings.add_pod(p.pod_key(change[0]), {change[1]: change[2]})
         return holdings
 
-    def need(self, resource: ResourceSpec, size: int, pods: Sequence[Pod]) -> Need:
+    def need(self, resource: ResourceSpec, size: int, pods: Sequence[Pod]) -> NeedOf:
         """What one token of `resource` takes on a card, for the pod the kubelet is about to allocate:
         the containers that may be asking for `size` tokens (a pod part-way through admission when there
         is one, else every pending pod with such a container) and, when they differ, the largest of their
@@ -131,7 +131,7 @@ class Planner:
         the least the mode takes."""
         mode = resource.mode
         if mode is DeviceAllocationMode.EXCLUSIVE:
-            return lambda _key: RESOURCE_MAX_UNITS
+            return lambda _key: CARD_UNITS
         if mode is not DeviceAllocationMode.SLICED:
             return lambda _key: SHARED_UNITS if mode is DeviceAllocationMode.SHARED else 0
         found = identify.candidates(
@@ -249,7 +249,7 @@ def _capacity_error(
 ) -> CardCapacityError:
     """The refusal of a demand that does not fit, naming each card, what it has left and what is asked."""
     cards = "; ".join(
-        f"card {key[1]} has {h.remaining} of {RESOURCE_MAX_UNITS} units left"
+        f"card {key[1]} has {h.remaining} of {CARD_UNITS} units left"
         + (f" (held {h.mode.label} by {', '.join(h.holders)})" if h.holders else "")
         + f" and the container needs {demand[key]}"
         for key, h in short.items()

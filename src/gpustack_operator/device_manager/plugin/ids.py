@@ -12,11 +12,8 @@ from __future__ import annotations
 from typing import Final, NamedTuple
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode
-from gpustack_operator.rules.capacity.credits import (
-    SHARED_RESOURCE_MAX_SIZE,
-    SHARED_UNITS,
-    SLICED_RESOURCE_MAX_SIZE,
-)
+from gpustack_operator.rules.capacity.credits import SLICED_RESOURCE_MAX_SIZE
+from gpustack_operator.rules.cards import SHARED_UNITS, SHARES_PER_CARD
 
 SEPARATOR: Final = ":"
 VISIBILITY_TOKENS: Final = SLICED_RESOURCE_MAX_SIZE
@@ -64,7 +61,7 @@ def token_indexes(mode: DeviceAllocationMode, max_slices: int = 0) -> range:
     if mode is DeviceAllocationMode.EXCLUSIVE:
         return range(1)
     if mode is DeviceAllocationMode.SHARED:
-        return range(0, SHARED_RESOURCE_MAX_SIZE * SHARED_UNITS, SHARED_UNITS)
+        return range(0, SHARES_PER_CARD * SHARED_UNITS, SHARED_UNITS)
     if mode is DeviceAllocationMode.SLICED:
         return range(max(max_slices, 0))
     if mode is DeviceAllocationMode.VISIBILITY:

@@ -4,9 +4,10 @@ An Allocate call names no pod. The kubelet adds a pod to its pod manager before 
 pod at a time (HandlePodAdditions in pkg/kubelet/kubelet.go), and PodResources List reports exactly the
 pod manager's active pods; so during an Allocate the pods it lists are the ones admitted earlier and the
 one being admitted now, which is what lets the allocator identify the pod exactly. The socket lives in the
-kubelet's `pod-resources/` directory; a kubelet restart replaces it, so a failed call drops the channel and
-the next call dials again. When the socket is missing or does not answer, `active()` returns None and the
-allocator falls back to its ordering heuristic; each change between the two is logged once.
+kubelet's `pod-resources/` directory; a kubelet restart replaces it, so a failed call, or a call that finds
+the socket gone, drops the channel and the next call dials again. When the socket is missing or does not
+answer, `active()` returns None and the allocator falls back to its ordering heuristic; each change between
+the two is logged once.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class PodResourcesClient:
 
     async def active(self) -> KubeletPods | None:
         if not self.socket.exists():
+            # The kubelet is gone or restarting: drop the channel too, or the next call would go out on
+            # the old connection (in reconnect backoff) and fail although the new kubelet is listening.
+            await self.close()
             self._note(False, f"no socket at {self.socket}")
             return None
         if self._channel is None:

@@ -2,7 +2,7 @@
 
 Kueue counts a pool's cards as one scalar of credits, so it cannot see that a 5-card Pod needs 5 cards on
 one node, each with the room for it. The per-card admission check needs the request in card terms again:
-per Pod, the cards it needs and how much of each card (`CardNeed`): a base resource (`nvidia.com/gpu`) asks
+per Pod, the cards it needs and how much of each card (`Need`): a base resource (`nvidia.com/gpu`) asks
 that many whole cards (D = 1,600,000 units each), `.shared` that many cards with one owner share (D/10)
 each, `.sliced` that many cards with `.sliced.units` each (the largest any container names: the webhook
 folds a slice's memory into units per card). A container asks limits, else requests (extended resources are
@@ -20,24 +20,15 @@ from typing import Any
 
 from gpustack_operator.api.keys import CREDITS_PREFIX
 from gpustack_operator.api.quantity import InvalidQuantityError, Quantity
-from gpustack_operator.rules.capacity.credits import RESOURCE_MAX_UNITS, SHARED_UNITS
+from gpustack_operator.rules.cards import Mode, Need, merged_resources
 from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ
 from gpustack_operator.rules.naming.manufacturers import manufacturers
 from gpustack_operator.rules.naming.resources import ResourceKind, resource_name_for
-from gpustack_operator.rules.slicing.pods import CardMode
 
-__all__ = ["CardNeed", "PodSetDemand", "pod_needs", "workload_demand"]
+__all__ = ["PodSetDemand", "pod_needs", "workload_demand"]
 
 JSONObj = Mapping[str, Any]
 _KINDS = (ResourceKind.EXCLUSIVE, ResourceKind.SHARED, ResourceKind.SLICED, ResourceKind.SLICED_UNITS)
-
-
-@dataclass(frozen=True)
-class CardNeed:
-    """One card a Pod needs: in which mode, and how many of the card's units it takes."""
-
-    mode: CardMode
-    units: int
 
 
 @dataclass(frozen=True)
@@ -48,7 +39,7 @@ class PodSetDemand:
     count: int
     flavor: str
     manufacturer: str
-    needs: tuple[CardNeed, ...]
+    needs: tuple[Need, ...]
 
 
 def _value(text: object) -> int:
@@ -59,8 +50,7 @@ def _value(text: object) -> int:
 
 
 def _asks(container: JSONObj, base: str) -> dict[ResourceKind, int]:
-    resources = container.get("resources") or {}
-    merged = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+    merged = merged_resources(container)
     names = {kind: resource_name_for(base, kind) for kind in _KINDS}
     return {kind: _value(merged[name]) for kind, name in names.items() if name in merged}
 
@@ -74,16 +64,16 @@ def _effective(app: Iterable[JSONObj], init: Iterable[JSONObj], base: str) -> di
     return total
 
 
-def pod_needs(template: JSONObj, base: str) -> tuple[CardNeed, ...]:
+def pod_needs(template: JSONObj, base: str) -> tuple[Need, ...]:
     """The cards of manufacturer resource `base` one Pod of the template needs (see the module docstring)."""
     spec = template.get("spec") or {}
     asks = _effective(spec.get("containers") or (), spec.get("initContainers") or (), base)
     units = asks[ResourceKind.SLICED_UNITS]
     sliced = asks[ResourceKind.SLICED] or (1 if units else 0)
     return (
-        *[CardNeed(CardMode.EXCLUSIVE, RESOURCE_MAX_UNITS)] * asks[ResourceKind.EXCLUSIVE],
-        *[CardNeed(CardMode.SHARED, SHARED_UNITS)] * asks[ResourceKind.SHARED],
-        *[CardNeed(CardMode.SLICED, min(max(units, 1), RESOURCE_MAX_UNITS))] * sliced,
+        *[Need.of(Mode.EXCLUSIVE)] * asks[ResourceKind.EXCLUSIVE],
+        *[Need.of(Mode.SHARED)] * asks[ResourceKind.SHARED],
+        *[Need.of(Mode.SLICED, units)] * sliced,
     )
 
 

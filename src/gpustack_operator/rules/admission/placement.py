@@ -4,10 +4,10 @@ The original check counted cards across the whole pool ("#cards with remaining >
 free cards on one node and 2 on another passed a 5-card Pod that no node can ever host. A Pod's cards all
 come from one node (the kubelet allocates them), so here each Pod of each podSet is placed whole on one of
 its candidate nodes (Pods of one podSet may use different nodes), consuming the cards it takes before the
-next Pod is placed. A card accepts a need by the same rules as the InstanceType's views
-(rules.capacity.views): exclusive takes a free card; a share takes 160,000 units of a free or Shared card; a
-slice takes its units of a free or Sliced card that is logically sliceable; one Pod never takes two needs from
-one card.
+next Pod is placed. A card accepts a need by the card model (rules.cards), the rule the InstanceType's views
+and the device manager's Allocate use too: exclusive takes a free card; a share takes 160,000 units of a free
+or Shared card; a slice takes its units of a free or Sliced card that is logically sliceable; one Pod never
+takes two needs from one card.
 
 Placement is a bin-packing heuristic (largest Pods first, each on the node it leaves tightest, each need on
 the card it fits tightest, cards already in its mode first, as the device plugin's preference packs): a
@@ -22,28 +22,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from gpustack_operator.api.types.devices import DeviceAllocationMode
-from gpustack_operator.rules.admission.demand import CardNeed
-from gpustack_operator.rules.capacity.views import Card
-from gpustack_operator.rules.slicing.pods import CardMode
+from gpustack_operator.rules.cards import CardState, Need, best_card
 
-__all__ = ["READY_MESSAGE", "RETRY_MESSAGE", "Ask", "Ledger", "Placement", "accepts", "place", "take"]
+__all__ = ["READY_MESSAGE", "RETRY_MESSAGE", "Ask", "Ledger", "Placement", "place"]
 
 READY_MESSAGE: Final = "the assigned flavor pool has enough free cards to place the request"
 RETRY_MESSAGE: Final = (
     "no node in the assigned flavor pool currently has enough free cards; will retry as capacity frees"
 )
 
-Ledger = Mapping[str, Mapping[str, Card]]
+Ledger = Mapping[str, Mapping[str, CardState]]
 """Node (Devices name) -> card ID -> its ledger row: the usable cards of the candidate nodes."""
-Placement = dict[str, dict[str, CardNeed]]
+Placement = dict[str, dict[str, Need]]
 """Node -> card ID -> what the placed Pods take from it (one mode per card, units summed)."""
-
-_HELD_AS: Final = {
-    CardMode.EXCLUSIVE: DeviceAllocationMode.EXCLUSIVE,
-    CardMode.SHARED: DeviceAllocationMode.SHARED,
-    CardMode.SLICED: DeviceAllocationMode.SLICED,
-}
 
 
 @dataclass(frozen=True)
@@ -51,42 +42,26 @@ class Ask:
     """`count` Pods of one podSet, each needing `needs` on one of `nodes`."""
 
     count: int
-    needs: tuple[CardNeed, ...]
+    needs: tuple[Need, ...]
     nodes: tuple[str, ...]
 
 
-def accepts(card: Card, need: CardNeed) -> bool:
-    """The card can give the need now (the views' rules)."""
-    if need.mode is CardMode.EXCLUSIVE:
-        return card.free
-    if need.mode is CardMode.SHARED:
-        return card.shareable and card.remaining >= need.units
-    return card.sliceable_now and card.remaining >= need.units
+def _fit(cards: Mapping[str, CardState], needs: Sequence[Need]) -> dict[str, Need] | None:
+    """Cards of one node for every need of one Pod, tightest first; None when they do not fit.
 
-
-def take(card: Card, need: CardNeed) -> Card:
-    """The card after the need is taken from it."""
-    return replace(card, remaining=max(card.remaining - need.units, 0), mode=_HELD_AS[need.mode])
-
-
-def _fit(cards: Mapping[str, Card], needs: Sequence[CardNeed]) -> dict[str, CardNeed] | None:
-    """Distinct cards of one node for every need of one Pod, tightest first; None when they do not fit.
-
-    Largest need first, each on the acceptable card with the least remaining (cards already held in
-    the need's mode before free ones): for needs of one mode, acceptance is a threshold on remaining, so
-    this finds a fit whenever one exists, and a node that cannot fit a Pod cannot fit it after more of
-    its cards are taken either.
+    Largest need first, each on the card the card model picks (rules.cards.best_card: a card already held
+    in the need's mode before a free one, then the least remaining, then the lowest index, as the device
+    plugin's preference does), one need per card: for needs of one mode, acceptance is a threshold on
+    remaining, so this finds a fit whenever one exists, and a node that cannot fit a Pod cannot fit it after
+    more of its cards are taken either. Shares too: N shares are N cards with a share each (as the original
+    check counted them, and as the device plugin allocates them), never two shares of one card.
     """
-    if all(need.mode is CardMode.EXCLUSIVE for need in needs):  # the common case, without the search
-        free = sorted((card.remaining, cid) for cid, card in cards.items() if card.free)[: len(needs)]
-        return None if len(free) < len(needs) else {cid: n for (_, cid), n in zip(free, needs, strict=True)}
-    chosen: dict[str, CardNeed] = {}
+    chosen: dict[str, Need] = {}
     for need in sorted(needs, key=lambda n: -n.units):
-        fitting = [(card.free, card.remaining, cid) for cid, card in cards.items() if cid not in chosen]
-        best = min((f for f in fitting if accepts(cards[f[2]], need)), default=None)
+        best = best_card(((cid, card) for cid, card in cards.items() if cid not in chosen), need)
         if best is None:
             return None
-        chosen[best[2]] = need
+        chosen[best] = need
     return chosen
 
 
@@ -99,8 +74,8 @@ def place(asks: Sequence[Ask], ledger: Ledger) -> Placement | None:
     `_fit`), and the node just used goes back with its new spare. Each Pod costs a few heap operations,
     not a pass over every node: a decision on 1,000 nodes stays in milliseconds (bench_admission_decision).
     """
-    state: dict[str, Mapping[str, Card]] = dict(ledger)  # a node's cards are copied when first changed
-    changed: dict[str, dict[str, Card]] = {}
+    state: dict[str, Mapping[str, CardState]] = dict(ledger)  # a node's cards are copied when first changed
+    changed: dict[str, dict[str, CardState]] = {}
     spare: dict[str, int] = {}
     placement: Placement = {}
     for ask in sorted(asks, key=lambda a: -sum(n.units for n in a.needs)):
@@ -125,7 +100,7 @@ def place(asks: Sequence[Ask], ledger: Ledger) -> Placement | None:
                 cards = changed[node] = dict(state[node])
                 state[node] = cards
             for cid, need in fit.items():
-                cards[cid] = take(cards[cid], need)
+                cards[cid] = cards[cid].take(need)
                 held = placement.setdefault(node, {}).get(cid)
                 placement[node][cid] = need if held is None else replace(held, units=held.units + need.units)
             spare[node] -= units

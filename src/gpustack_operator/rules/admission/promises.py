@@ -31,11 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from gpustack_operator.api.types.devices import DeviceAllocationMode
-from gpustack_operator.rules.admission.demand import CardNeed
-from gpustack_operator.rules.admission.placement import Ledger, Placement, take
-from gpustack_operator.rules.capacity.views import Card
-from gpustack_operator.rules.slicing.pods import CardMode
+from gpustack_operator.rules.admission.placement import Ledger, Placement
+from gpustack_operator.rules.cards import CardState, Need
 
 __all__ = ["DEFAULT_TTL", "Promises"]
 
@@ -45,17 +42,11 @@ DEFAULT_TTL: Final = 300.0
 CardRef = tuple[str, str]
 """(node, card ID)."""
 
-_HELD_AS: Final = {
-    CardMode.EXCLUSIVE: DeviceAllocationMode.EXCLUSIVE,
-    CardMode.SHARED: DeviceAllocationMode.SHARED,
-    CardMode.SLICED: DeviceAllocationMode.SLICED,
-}
-
 
 @dataclass
 class _Promise:
     at: float
-    cards: dict[CardRef, tuple[CardNeed, int]] = field(default_factory=dict)
+    cards: dict[CardRef, tuple[Need, int]] = field(default_factory=dict)
     """Card -> (what is promised, the card's remaining when promised)."""
 
 
@@ -87,7 +78,7 @@ class Promises:
         """The workload no longer holds an admission: its promise goes."""
         self._book.pop(workload, None)
 
-    def against(self, ledger: Ledger, now: float, *, skip: str = "") -> dict[str, Mapping[str, Card]]:
+    def against(self, ledger: Ledger, now: float, *, skip: str = "") -> dict[str, Mapping[str, CardState]]:
         """The ledger less every other workload's promise; releases what the ledger shows consumed.
 
         The nodes no promise touches are the ledger's own mappings (nothing here changes them)."""
@@ -103,15 +94,17 @@ class Promises:
                     del promise.cards[ref]
         for ref, (drop, mode) in drops.items():
             self._substitute(ref[0], drop, mode, ledger)
-        seen: dict[str, Mapping[str, Card]] = dict(ledger)  # copied per node when a promise first applies
-        changed: dict[str, dict[str, Card]] = {}
+        seen: dict[str, Mapping[str, CardState]] = dict(
+            ledger
+        )  # copied per node when a promise first applies
+        changed: dict[str, dict[str, CardState]] = {}
         for workload, promise in list(self._book.items()):
             for (node, cid), (need, _) in promise.cards.items():
                 if workload != skip and cid in seen.get(node, {}):
                     cards = changed.get(node)
                     if cards is None:
                         cards = changed[node] = dict(seen[node])
-                    cards[cid] = take(cards[cid], need)
+                    cards[cid] = cards[cid].take(need)
                     seen[node] = cards
             if not promise.cards:
                 del self._book[workload]
@@ -139,7 +132,7 @@ class Promises:
             (ref[0] != node, promise.at, ref, workload)
             for workload, promise in self._book.items()
             for ref, (need, _) in promise.cards.items()
-            if ref[0] in ledger and _HELD_AS[need.mode] == mode
+            if ref[0] in ledger and need.mode == mode
         )
         for _, _, ref, workload in candidates:
             promise = self._book[workload]

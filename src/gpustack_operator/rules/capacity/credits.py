@@ -3,7 +3,8 @@
 Kueue only sees ``credits.gpustack.ai/<mfr>``: one whole card is D = 1_600_000 credits (2^9·5^5), so a
 tenth of a card (a share), 1/512 of a card (the smallest slice) and 1 % of VRAM (16_000) are all whole
 numbers and Kueue's int64 accounting never rounds a fractional card up to a whole one. Every conversion
-between cards, credits, slices and memory units is here, so the ledger, the webhooks and the queues agree.
+between cards, credits and slices is here; the card's own units and the memory fold are the card model's
+(rules.cards), so the ledger, the webhooks and the queues agree.
 """
 
 from __future__ import annotations
@@ -13,20 +14,12 @@ from fractions import Fraction
 from typing import Final
 
 from gpustack_operator.api.quantity import Quantity
+from gpustack_operator.rules.cards import CARD_UNITS, MIB
 
-RESOURCE_MAX_UNITS: Final = 1_600_000
-"""D (= M): units of one whole card; a free card's ledger `remaining`."""
-CREDITS_PER_CARD: Final = RESOURCE_MAX_UNITS
+CREDITS_PER_CARD: Final = CARD_UNITS
 """Kueue credits of one whole card."""
-SHARED_RESOURCE_MAX_SIZE: Final = 10
-"""Owners per shared card."""
-SHARED_UNITS: Final = RESOURCE_MAX_UNITS // SHARED_RESOURCE_MAX_SIZE
-"""Units one share holds (160_000)."""
 SLICED_RESOURCE_MAX_SIZE: Final = 512
 """Most slices per card; admin partition counts are powers of two in [2, 512]."""
-MEMORY_PERCENT_UNITS: Final = RESOURCE_MAX_UNITS // 100
-"""Units of 1 % of a card's VRAM (16_000)."""
-MIB: Final = 2**20
 
 _MICRO: Final = 10**6
 
@@ -54,7 +47,7 @@ def quantity_to_slice_count(quantity: Quantity, size: int) -> Quantity:
 
 def units_per_slice(size: int) -> int:
     """Units of one slice when a card is cut into ``size`` (512 -> 3125); a size ≤ 0 is one whole card."""
-    return RESOURCE_MAX_UNITS // size if size > 0 else RESOURCE_MAX_UNITS
+    return CARD_UNITS // size if size > 0 else CARD_UNITS
 
 
 def quantity_to_aligned_value(quantity: Quantity, size: int) -> Quantity:
@@ -78,39 +71,9 @@ def is_valid_sliced_partitions(count: int) -> bool:
 
 def memory_mib_to_units(mib: int, card_mib: int) -> int:
     """MemoryMibToUnits: floor(mib × D / card); 0 when the card size is unknown (≤ 0)."""
-    return mib * RESOURCE_MAX_UNITS // card_mib if card_mib > 0 else 0
+    return mib * CARD_UNITS // card_mib if card_mib > 0 else 0
 
 
 def quantity_to_mib(quantity: Quantity) -> int:
     """Whole MiB in a byte quantity (`24Gi` -> 24576), rounded down."""
     return quantity.value() // MIB
-
-
-class SlicedUnitsError(ValueError):
-    """A sliced request's memory demand cannot become units; the message says why."""
-
-
-def sliced_units(
-    memory_percentage: Quantity | None, memory_mib: Quantity | None, card_memory_mib: int | None
-) -> int | None:
-    """Units a sliced request holds on one card (§4.4), or None when neither memory key is set.
-
-    A positive memory-percentage wins: pct × D / 100 (over 100 is an error). Otherwise a positive
-    memory-mib is divided by the card's VRAM (``card_memory_mib``, which the caller resolves only in
-    that case; unknown or larger than the card is an error). A demand that rounds to no unit is an error.
-    """
-    if memory_percentage is not None and memory_percentage > 0:
-        if memory_percentage > 100:
-            raise SlicedUnitsError(f"memory-percentage {memory_percentage} is over 100")
-        units = math.floor(memory_percentage.exact * MEMORY_PERCENT_UNITS)
-    elif memory_mib is not None and memory_mib > 0:
-        if card_memory_mib is None or card_memory_mib <= 0:
-            raise SlicedUnitsError("memory-mib needs the card's VRAM, which the InstanceType does not give")
-        if memory_mib > card_memory_mib:
-            raise SlicedUnitsError(f"memory-mib {memory_mib} exceeds the card's {card_memory_mib}Mi")
-        units = math.floor(memory_mib.exact * RESOURCE_MAX_UNITS / card_memory_mib)
-    else:
-        return None
-    if units <= 0:
-        raise SlicedUnitsError("the memory request is less than one unit of a card")
-    return units

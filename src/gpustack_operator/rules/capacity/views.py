@@ -3,7 +3,8 @@
 A user picks a type by what it can still give: whole cards (exclusive), owner shares (10 per card) or VRAM
 percent (100 per logically sliceable card). Kueue's scalar credits cannot say that, since one number hides
 how free each card is, so the three views are a per-card bin-packing projection of the pool's Devices ledger
-(`remaining` out of D = 1_600_000 per card). Per card of the pool's group on each node: a card is free when
+(`remaining` out of D = 1_600_000 per card), by the card model's rules (rules.cards: which card serves
+which mode). Per card of the pool's group on each node: a card is free when
 remaining >= D and the device manager does not report it unhealthy (an unhealthy card keeps its place in
 capacity, as the kubelet keeps it in a node's capacity, but gives nothing in any view); exclusive counts
 free cards; shared adds remaining / 160_000 when the card is free or already Shared; sliced (logically
@@ -23,11 +24,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpustack_operator.api.quantity import Quantity
-from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.api.types.instancetype import InstanceTypeResource
-from gpustack_operator.rules.capacity.credits import MEMORY_PERCENT_UNITS, RESOURCE_MAX_UNITS, SHARED_UNITS
-from gpustack_operator.rules.capacity.credits import SHARED_RESOURCE_MAX_SIZE as SHARES_PER_CARD
 from gpustack_operator.rules.capacity.quota import CPU, flavor_count, quantity_of
+from gpustack_operator.rules.cards import (
+    MEMORY_PERCENT_UNITS,
+    SHARED_UNITS,
+    SHARES_PER_CARD,
+    CardState,
+    Mode,
+)
 from gpustack_operator.rules.naming.groups import accelerator_key
 
 PERCENT_PER_CARD: Final = 100
@@ -37,37 +42,6 @@ GENERAL_CPU_OVERCOMMIT_MILLI: Final = 800
 
 class MalformedLedgerError(ValueError):
     """A Devices object whose ledger cannot be read; the message says where."""
-
-
-@dataclass(frozen=True)
-class Card:
-    """One card of the pool on one node, as its ledger row says."""
-
-    remaining: int
-    mode: int
-    sliceable: bool
-    healthy: bool = True
-
-    @property
-    def room(self) -> int:
-        """The units it can still give: its remaining, or none when the ledger shows it oversold (its
-        holders were given more than it has; a negative remaining)."""
-        return max(self.remaining, 0)
-
-    @property
-    def free(self) -> bool:
-        """Untouched and healthy: a whole card's units left (an exclusive request can take it)."""
-        return self.healthy and self.remaining >= RESOURCE_MAX_UNITS
-
-    @property
-    def shareable(self) -> bool:
-        """Owner shares can be taken from it: healthy, and free or already held Shared."""
-        return self.free or (self.healthy and self.mode == DeviceAllocationMode.SHARED)
-
-    @property
-    def sliceable_now(self) -> bool:
-        """Slices can be taken from it: a healthy logically sliceable card, free or already held Sliced."""
-        return self.sliceable and (self.free or (self.healthy and self.mode == DeviceAllocationMode.SLICED))
 
 
 @dataclass(frozen=True)
@@ -130,7 +104,7 @@ def _sliceable_groups(devices: Mapping[str, Any]) -> set[str]:
     return keys
 
 
-def pool_card_rows(devices: Mapping[str, Any], group: str) -> list[tuple[str, Card]]:
+def pool_card_rows(devices: Mapping[str, Any], group: str) -> list[tuple[str, CardState]]:
     """(card ID, ledger row) of the pool's cards (group `<mfr>-<id>`) on one node; none before the ledger."""
     sliceable = group in _sliceable_groups(devices)
     sick = unhealthy_cards(devices, group)
@@ -143,11 +117,12 @@ def pool_card_rows(devices: Mapping[str, Any], group: str) -> list[tuple[str, Ca
             remaining = _int(row.get("remaining", 0), f"{where}.remaining")
             card_id = str(row.get("id", n))
             mode = _int(row.get("mode", 0), f"{where}.mode")
-            cards.append((card_id, Card(remaining, mode, sliceable, card_id not in sick)))
+            index = _int(row.get("index", n), f"{where}.index")
+            cards.append((card_id, CardState(remaining, mode, sliceable, card_id not in sick, index)))
     return cards
 
 
-def pool_cards(devices: Mapping[str, Any], group: str) -> list[Card]:
+def pool_cards(devices: Mapping[str, Any], group: str) -> list[CardState]:
     """The ledger rows of the pool's cards (group key `<mfr>-<id>`) on one node; none before the ledger."""
     return [card for _, card in pool_card_rows(devices, group)]
 
@@ -163,7 +138,7 @@ def unhealthy_cards(devices: Mapping[str, Any], group: str) -> set[str]:
     return found
 
 
-def accelerator_views(nodes: Iterable[Sequence[Card]]) -> AcceleratorViews:
+def accelerator_views(nodes: Iterable[Sequence[CardState]]) -> AcceleratorViews:
     """The exclusive, shared and sliced views of a pool, given each node's cards."""
     cards = sliceable = free = shares = percent = 0
     most_free = most_shares = most_percent = 0
@@ -171,9 +146,9 @@ def accelerator_views(nodes: Iterable[Sequence[Card]]) -> AcceleratorViews:
         node_free = node_shares = 0
         for card in node:
             node_free += card.free
-            if card.shareable:
+            if card.serves(Mode.SHARED):
                 node_shares += card.room // SHARED_UNITS
-            if card.sliceable_now:
+            if card.serves(Mode.SLICED):
                 card_percent = card.room // MEMORY_PERCENT_UNITS
                 percent += card_percent
                 most_percent = max(most_percent, card_percent)

@@ -12,7 +12,7 @@ from typing import Final
 
 from gpustack_operator.api.keys import ACCELERATABLE_FEATURE_PREFIX
 from gpustack_operator.api.quantity import format_binary_si_rounded
-from gpustack_operator.rules.capacity.credits import MIB
+from gpustack_operator.rules.cards import MIB
 from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ, env_flag
 from gpustack_operator.rules.naming.manufacturers import is_known_manufacturer
 from gpustack_operator.rules.naming.names import MAX_LABEL_VALUE_LENGTH, normalize_name

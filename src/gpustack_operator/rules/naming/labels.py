@@ -26,7 +26,7 @@ from gpustack_operator.api.keys import (
 )
 from gpustack_operator.api.quantity import InvalidQuantityError, Quantity, format_binary_si_rounded
 from gpustack_operator.api.types.devices import DevicesGroup
-from gpustack_operator.rules.capacity.credits import MIB
+from gpustack_operator.rules.cards import MIB
 from gpustack_operator.rules.naming.groups import accelerator_key, key_manufacturer
 from gpustack_operator.rules.naming.names import sanitize_label_value
 from gpustack_operator.rules.naming.nodekeys import extract_general_node_key

@@ -8,12 +8,12 @@ Each container is given as one mapping of resource name to quantity (its request
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from gpustack_operator.api.quantity import Quantity
-from gpustack_operator.rules.capacity.credits import sliced_units
+from gpustack_operator.rules.cards import DEFAULT_CORES_PERCENTAGE as DEFAULT_CORES
+from gpustack_operator.rules.cards import Mode, card_mode_label, slice_units
 from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ
 from gpustack_operator.rules.naming.resources import (
     ResourceKind,
@@ -22,38 +22,29 @@ from gpustack_operator.rules.naming.resources import (
     split_acceleratable_resource_name,
 )
 
-DEFAULT_CORES_PERCENTAGE: Final = Quantity(100)
+DEFAULT_CORES_PERCENTAGE: Final = Quantity(DEFAULT_CORES)
+"""Compute share a slice gets when it names none (the card model's default)."""
 MULTI_SLICE_MANUFACTURER: Final = "nvidia"
 """The one manufacturer whose allocator serves several slices co-located in one container (HAMi-core)."""
-"""Compute share a slice gets when it names none."""
 
 ContainerResources = Mapping[str, Quantity]
 """One container's resources: requests merged with limits."""
 
-
-class CardMode(enum.Enum):
-    """How a pod holds cards; a pod may use only one."""
-
-    EXCLUSIVE = "exclusive"
-    SHARED = "shared"
-    SLICED = "sliced"
-
-
 _MODE_KINDS: Final = {
-    CardMode.EXCLUSIVE: ResourceKind.EXCLUSIVE,
-    CardMode.SHARED: ResourceKind.SHARED,
-    CardMode.SLICED: ResourceKind.SLICED,
+    Mode.EXCLUSIVE: ResourceKind.EXCLUSIVE,
+    Mode.SHARED: ResourceKind.SHARED,
+    Mode.SLICED: ResourceKind.SLICED,
 }
 """The resource that names a card mode in messages."""
 
 
-def card_mode(kind: ResourceKind) -> CardMode | None:
+def card_mode(kind: ResourceKind) -> Mode | None:
     """The card mode a resource kind requests (None for the internal visibility resource)."""
     if kind is ResourceKind.EXCLUSIVE:
-        return CardMode.EXCLUSIVE
+        return Mode.EXCLUSIVE
     if kind is ResourceKind.SHARED:
-        return CardMode.SHARED
-    return CardMode.SLICED if kind.is_sliced else None
+        return Mode.SHARED
+    return Mode.SLICED if kind.is_sliced else None
 
 
 def sliced_bases(resources: Iterable[str], environ: Environ = DEFAULT_ENVIRON) -> list[str]:
@@ -62,9 +53,9 @@ def sliced_bases(resources: Iterable[str], environ: Environ = DEFAULT_ENVIRON) -
     return sorted({split[0] for split in splits if split is not None and split[1].is_sliced})
 
 
-def pod_card_modes(containers: Iterable[Iterable[str]], environ: Environ = DEFAULT_ENVIRON) -> set[CardMode]:
+def pod_card_modes(containers: Iterable[Iterable[str]], environ: Environ = DEFAULT_ENVIRON) -> set[Mode]:
     """Every card mode the pod's containers request."""
-    modes: set[CardMode] = set()
+    modes: set[Mode] = set()
     for names in containers:
         for name in names:
             split = split_acceleratable_resource_name(name, environ)
@@ -81,7 +72,7 @@ def mixed_modes_problem(
     modes = pod_card_modes(containers, environ)
     if len(modes) <= 1:
         return None
-    listed = ", ".join(sorted(mode.value for mode in modes))
+    listed = ", ".join(sorted(card_mode_label(mode) for mode in modes))
     return f"a pod may use only one of exclusive, shared and sliced accelerators; it uses {listed}"
 
 
@@ -95,10 +86,10 @@ def repeated_card_requests(
     and a Pod already holding a reservation is skipped), so a second container's cards would go to another
     Pod or fail; such a pod is refused instead. The SSH sidecar's visibility resource is not a card request.
     """
-    first: dict[tuple[str, CardMode], int] = {}
+    first: dict[tuple[str, Mode], int] = {}
     repeats: list[tuple[int, int, str]] = []
     for index, names in enumerate(containers):
-        asked: dict[tuple[str, CardMode], str] = {}
+        asked: dict[tuple[str, Mode], str] = {}
         for name in names:
             split = split_acceleratable_resource_name(name, environ)
             mode = None if split is None else card_mode(split[1])
@@ -126,7 +117,7 @@ def needs_card_memory(resources: ContainerResources, base: str) -> bool:
 def sliced_defaults(
     resources: ContainerResources, base: str, card_memory_mib: int | None
 ) -> dict[str, Quantity]:
-    """Resources to set (in requests and limits) on a sliced container; raises SlicedUnitsError.
+    """Resources to set (in requests and limits) on a sliced container; raises SliceUnitsError.
 
     The cores-percentage defaults to 100 when absent; the units are always recomputed (a client's own
     value is ignored) unless no memory key is set, which validation then rejects.
@@ -135,7 +126,7 @@ def sliced_defaults(
     cores = resource_name_for(base, ResourceKind.SLICED_CORES_PERCENTAGE)
     if cores not in resources:
         defaults[cores] = DEFAULT_CORES_PERCENTAGE
-    units = sliced_units(
+    units = slice_units(
         _get(resources, base, ResourceKind.SLICED_MEMORY_PERCENTAGE),
         _get(resources, base, ResourceKind.SLICED_MEMORY_MIB),
         card_memory_mib,

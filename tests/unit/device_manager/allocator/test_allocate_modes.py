@@ -11,7 +11,7 @@ import pytest
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.allocator import Allocator
 from gpustack_operator.device_manager.allocator.annotation import ANNOTATION
-from gpustack_operator.device_manager.plugin.handler import ResourceSpec
+from gpustack_operator.device_manager.plugin.handler import AllocationRefusedError, ResourceSpec
 from gpustack_operator.device_manager.plugin.inventory import Inventory
 from tests.unit.device_manager.allocator.builders import (
     EXCLUSIVE,
@@ -90,11 +90,10 @@ async def test_sliced_annotation_has_the_contract_shape(allocator: Allocator, cl
         (sliced_limits(pct="50", cores="30"), (), {"CUDA_DEVICE_SM_LIMIT": "30",
                                                    "CUDA_DEVICE_MEMORY_LIMIT_0": "40779m"}),
         (sliced_limits(pct=None, mib="10000"), (), {"CUDA_DEVICE_MEMORY_LIMIT_0": "10000m"}),
-        (sliced_limits(pct=None, mib="90000"), (), {"CUDA_DEVICE_MEMORY_LIMIT_0": "81559m"}),
         (sliced_limits(pct="10", mib="500"), (), {"CUDA_DEVICE_MEMORY_LIMIT_0": "8155m"}),
         (sliced_limits(pct="25"), ("LIBCUDA_LOG_LEVEL",), {"LIBCUDA_LOG_LEVEL": None}),
     ],
-    ids=["pct-25-cores-default-100", "pct-50-cores-30", "mib", "mib-capped-at-card", "pct-wins-over-mib",
+    ids=["pct-25-cores-default-100", "pct-50-cores-30", "mib", "pct-wins-over-mib",
          "container-sets-log-level"],
 )  # fmt: skip
 async def test_nvidia_sliced_gets_hami_core_limits(
@@ -110,6 +109,16 @@ async def test_nvidia_sliced_gets_hami_core_limits(
     assert response.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] == "/tmp/vgpu/cudevshr.cache"
     for name, value in expected.items():
         assert response.envs.get(name) == value, name
+
+
+async def test_a_slice_asking_more_mib_than_the_card_has_is_refused_as_the_webhook_refuses_it(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    """One memory fold (rules.cards.slice_units): more VRAM than the card is refused, never capped."""
+    cluster.add(pod("p", container("main", sliced_limits(pct=None, mib="90000"))))
+    with pytest.raises(AllocationRefusedError, match="memory-mib 90k exceeds the card's 81559Mi"):
+        await allocator.allocate(SLICED, [device_id(0, 3)])
+    assert cluster.writes == []
 
 
 async def test_sliced_over_two_cards_limits_each_card_in_visible_order(

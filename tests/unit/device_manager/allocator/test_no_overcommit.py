@@ -22,7 +22,7 @@ from gpustack_operator.device_manager.allocator.annotation import (
     ContainerAllocation,
     pod_allocations,
 )
-from gpustack_operator.device_manager.allocator.holdings import Holdings, Need, Reservations, prefer
+from gpustack_operator.device_manager.allocator.holdings import Holdings, NeedOf, Reservations, prefer
 from gpustack_operator.device_manager.allocator.identify import resolve
 from gpustack_operator.device_manager.allocator.plan import CardCapacityError, CardConflictError, Planner
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths
@@ -251,7 +251,7 @@ def test_no_accepted_plan_oversells_and_the_preference_names_a_card_with_room_fi
     assert not after.oversold(), after.oversold()
 
 
-def planner_prefer(resource: Any, tokens: list[str], holdings: Holdings, need: Need) -> str:
+def planner_prefer(resource: Any, tokens: list[str], holdings: Holdings, need: NeedOf) -> str:
     order = {(H100, uuid(i)): i for i in range(CARDS)}
     (chosen,) = prefer(resource.mode, tokens, [], 1, holdings, order, need)
     return chosen

@@ -55,13 +55,14 @@ def test_a_sliced_card_without_room_for_the_need_comes_after_the_free_cards() ->
     assert chosen == [device_id(1)], "a need card 1 still has room for packs onto it"
 
 
-def test_shares_go_only_where_the_card_has_room_for_each_token_picked() -> None:
+def test_shares_go_one_per_card_where_the_card_has_room() -> None:
     shared = DeviceAllocationMode.SHARED
-    holdings = held((0, shared, 1_440_000))  # one share left on card 0
-    tokens = [device_id(card, idx * 160_000) for card in (0, 1) for idx in range(3)]
+    holdings = held((0, shared, 1_440_000), (1, shared, 1_600_000))  # one share left on 0, none on 1
+    tokens = [device_id(card, idx * 160_000) for card in (0, 1, 2, 3) for idx in range(3)]
+    chosen = prefer(shared, tokens, [], 2, holdings, order={}, need=lambda _key: 160_000)
+    assert chosen == [device_id(0), device_id(2)], "the last share of 0, then a free card; never full 1"
     chosen = prefer(shared, tokens, [], 3, holdings, order={}, need=lambda _key: 160_000)
-    assert chosen[:2] == [device_id(0), device_id(1)]
-    assert chosen[2] == device_id(1, 160_000), "card 0's second share would oversell it"
+    assert chosen == [device_id(0), device_id(2), device_id(3)], "one share per card, never two of one"
 
 
 def test_whole_cards_avoid_cards_held_in_another_mode_and_follow_the_card_index() -> None:

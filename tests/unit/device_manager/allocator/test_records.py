@@ -78,13 +78,20 @@ def test_cuda_major_comes_from_the_runtime_version(version: str, major: int) -> 
     [(SlicedRequest(memory_percentage=Quantity(25)), 81559, 20389, 400_000),
      (SlicedRequest(memory_percentage=Quantity.parse("12.5")), 23028, 2878, 200_000),
      (SlicedRequest(memory_mib=Quantity(4096)), 40960, 4096, 160_000),
-     (SlicedRequest(memory_mib=Quantity(99999)), 40960, 40960, 1_600_000),
      (SlicedRequest(units=320_000, memory_percentage=Quantity(20)), 81559, 16311, 320_000)],
-    ids=["pct-25", "fractional-pct", "mib", "mib-over-card", "folded-units-win"],
+    ids=["pct-25", "fractional-pct", "mib", "folded-units-win"],
 )  # fmt: skip
 def test_memory_limit_and_units_per_card(request_: SlicedRequest, card: int, limit: int, units: int) -> None:
     assert request_.memory_limit_mib(card) == limit
     assert request_.card_units(card) == units
+
+
+def test_a_slice_asking_more_mib_than_the_card_is_refused_for_units_and_limit_alike() -> None:
+    over = SlicedRequest(memory_mib=Quantity(99999))
+    with pytest.raises(AllocationRefusedError, match="memory-mib 99999 exceeds the card's 40960Mi"):
+        over.card_units(40960)
+    with pytest.raises(AllocationRefusedError, match="memory-mib 99999 exceeds the card's 40960Mi"):
+        over.memory_limit_mib(40960)
 
 
 def test_a_slice_without_memory_keys_is_refused() -> None:

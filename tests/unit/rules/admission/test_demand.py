@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator.rules.admission.demand import CardNeed, PodSetDemand, pod_needs, workload_demand
-from gpustack_operator.rules.slicing.pods import CardMode
+from gpustack_operator.rules.admission.demand import PodSetDemand, pod_needs, workload_demand
+from gpustack_operator.rules.cards import Mode, Need
 
 G = "nvidia.com/gpu"
 D = 1_600_000
-EX, SH = CardNeed(CardMode.EXCLUSIVE, D), CardNeed(CardMode.SHARED, 160_000)
+EX, SH = Need(Mode.EXCLUSIVE, D), Need(Mode.SHARED, 160_000)
 
 
 def template(*limits: dict[str, str], init: tuple[dict[str, str], ...] = (), requests: bool = False) -> Any:
@@ -24,8 +24,8 @@ def template(*limits: dict[str, str], init: tuple[dict[str, str], ...] = (), req
     return {"spec": spec}
 
 
-def sliced(units: int) -> CardNeed:
-    return CardNeed(CardMode.SLICED, units)
+def sliced(units: int) -> Need:
+    return Need(Mode.SLICED, units)
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def sliced(units: int) -> CardNeed:
         ({}, ()),
     ],
 )
-def test_pod_needs(tmpl: Any, needs: tuple[CardNeed, ...]) -> None:
+def test_pod_needs(tmpl: Any, needs: tuple[Need, ...]) -> None:
     assert pod_needs(tmpl, G) == needs
 
 

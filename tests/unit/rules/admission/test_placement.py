@@ -7,26 +7,24 @@ from dataclasses import replace
 
 import pytest
 
-from gpustack_operator.rules.admission.demand import CardNeed
-from gpustack_operator.rules.admission.placement import Ask, Placement, accepts, place, take
-from gpustack_operator.rules.capacity.views import Card
-from gpustack_operator.rules.slicing.pods import CardMode
+from gpustack_operator.rules.admission.placement import Ask, Placement, place
+from gpustack_operator.rules.cards import CardState, Mode, Need
 
 D = 1_600_000
-FREE = Card(D, 0, True)
-EX, SH = CardNeed(CardMode.EXCLUSIVE, D), CardNeed(CardMode.SHARED, 160_000)
+FREE = CardState(D, 0, True)
+EX, SH = Need(Mode.EXCLUSIVE, D), Need(Mode.SHARED, 160_000)
 
 
-def half_sliced() -> Card:
-    return Card(D // 2, 3, True)
+def half_sliced() -> CardState:
+    return CardState(D // 2, 3, True)
 
 
-def node(*cards: Card) -> dict[str, Card]:
+def node(*cards: CardState) -> dict[str, CardState]:
     return {f"c{n}": card for n, card in enumerate(cards)}
 
 
-def sliced(units: int) -> CardNeed:
-    return CardNeed(CardMode.SLICED, units)
+def sliced(units: int) -> Need:
+    return Need(Mode.SLICED, units)
 
 
 TWO = ("a", "b")
@@ -43,8 +41,12 @@ TWO = ("a", "b")
         ({"a": node(*[half_sliced()] * 8)}, [Ask(1, (sliced(800_000),), ("a",))], True),
         ({"a": node(*[half_sliced()] * 8)}, [Ask(1, (sliced(800_001),), ("a",))], False),
         ({"a": node(*[half_sliced()] * 8)}, [Ask(1, (SH,), ("a",))], False),  # a Sliced card takes no share
-        ({"a": node(Card(D, 0, False))}, [Ask(1, (sliced(1),), ("a",))], False),  # not logically sliceable
-        ({"a": node(Card(160_000, 2, True))}, [Ask(1, (SH,), ("a",))], True),  # the last share of a card
+        (
+            {"a": node(CardState(D, 0, False))},
+            [Ask(1, (sliced(1),), ("a",))],
+            False,
+        ),  # not logically sliceable
+        ({"a": node(CardState(160_000, 2, True))}, [Ask(1, (SH,), ("a",))], True),  # the last share of a card
         # Pods of one podSet may use different nodes; capacity is consumed Pod by Pod
         ({"a": node(*[FREE] * 3), "b": node(*[FREE] * 2)}, [Ask(2, (EX,) * 2, TWO)], True),
         ({"a": node(*[FREE] * 3), "b": node(*[FREE] * 2)}, [Ask(3, (EX,) * 2, TWO)], False),
@@ -60,12 +62,12 @@ TWO = ("a", "b")
         ({}, [], True),
     ],
 )
-def test_place_decides_per_node(ledger: dict[str, dict[str, Card]], asks: list[Ask], fits: bool) -> None:
+def test_place_decides_per_node(ledger: dict[str, dict[str, CardState]], asks: list[Ask], fits: bool) -> None:
     assert (place(asks, ledger) is not None) is fits
 
 
 def test_the_placement_names_the_cards_and_units_it_uses() -> None:
-    ledger = {"a": node(FREE, Card(400_000, 3, True)), "b": node(*[FREE] * 5)}
+    ledger = {"a": node(FREE, CardState(400_000, 3, True)), "b": node(*[FREE] * 5)}
     placement = place([Ask(1, (EX,) * 5, TWO), Ask(2, (sliced(200_000),), TWO)], ledger)
     assert placement == {
         "b": {f"c{n}": EX for n in range(5)},
@@ -82,7 +84,7 @@ def test_the_tightest_node_is_used_first() -> None:
 # ---- the heap search decides exactly as a pass over every node would -------------------------------------
 
 
-def _reference_place(asks: list[Ask], ledger: dict[str, dict[str, Card]]) -> Placement | None:
+def _reference_place(asks: list[Ask], ledger: dict[str, dict[str, CardState]]) -> Placement | None:
     """The plain statement of the rule: every Pod on the fitting node left with the least spare units."""
     state = {n: dict(cards) for n, cards in ledger.items()}
     placement: Placement = {}
@@ -98,17 +100,17 @@ def _reference_place(asks: list[Ask], ledger: dict[str, dict[str, Card]]) -> Pla
                 return None
             _, n, fit = min(options, key=lambda o: (o[0], o[1]))
             for cid, need in fit.items():
-                state[n][cid] = take(state[n][cid], need)
+                state[n][cid] = state[n][cid].take(need)
                 held = placement.setdefault(n, {}).get(cid)
                 placement[n][cid] = need if held is None else replace(held, units=held.units + need.units)
     return placement
 
 
-def _reference_fit(cards: dict[str, Card], needs: tuple[CardNeed, ...]) -> dict[str, CardNeed] | None:
-    chosen: dict[str, CardNeed] = {}
+def _reference_fit(cards: dict[str, CardState], needs: tuple[Need, ...]) -> dict[str, Need] | None:
+    chosen: dict[str, Need] = {}
     for need in sorted(needs, key=lambda n: -n.units):
         fitting = [
-            (c.free, c.remaining, cid) for cid, c in cards.items() if cid not in chosen and accepts(c, need)
+            (c.free, c.remaining, cid) for cid, c in cards.items() if cid not in chosen and c.can_take(need)
         ]
         if not fitting:
             return None
@@ -116,23 +118,21 @@ def _reference_fit(cards: dict[str, Card], needs: tuple[CardNeed, ...]) -> dict[
     return chosen
 
 
-def _random_card(rng: random.Random) -> Card:
+def _random_card(rng: random.Random) -> CardState:
     roll = rng.random()
     if roll < 0.5:
         return FREE
     if roll < 0.7:
-        return Card(0, 1, True)
+        return CardState(0, 1, True)
     if roll < 0.85:
-        return Card(rng.choice([200_000, 400_000, 800_000, 1_200_000]), 3, rng.random() < 0.9)
-    return Card(D - 160_000 * rng.randrange(1, 10), 2, True)
+        return CardState(rng.choice([200_000, 400_000, 800_000, 1_200_000]), 3, rng.random() < 0.9)
+    return CardState(D - 160_000 * rng.randrange(1, 10), 2, True)
 
 
 def _random_ask(rng: random.Random, nodes: tuple[str, ...]) -> Ask:
-    mode = rng.choice([CardMode.EXCLUSIVE, CardMode.SHARED, CardMode.SLICED])
-    units = {CardMode.EXCLUSIVE: D, CardMode.SHARED: 160_000}.get(mode) or rng.choice(
-        [100_000, 400_000, 800_000]
-    )
-    needs = (CardNeed(mode, units),) * rng.randrange(1, 6)
+    mode = rng.choice([Mode.EXCLUSIVE, Mode.SHARED, Mode.SLICED])
+    units = {Mode.EXCLUSIVE: D, Mode.SHARED: 160_000}.get(mode) or rng.choice([100_000, 400_000, 800_000])
+    needs = (Need(mode, units),) * rng.randrange(1, 6)
     return Ask(rng.randrange(1, 5), needs, tuple(rng.sample(nodes, rng.randrange(1, len(nodes) + 1))))
 
 

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from gpustack_operator.rules.admission.demand import CardNeed
 from gpustack_operator.rules.admission.placement import Ask, place
 from gpustack_operator.rules.admission.promises import Promises
-from gpustack_operator.rules.capacity.views import Card
-from gpustack_operator.rules.slicing.pods import CardMode
+from gpustack_operator.rules.cards import CardState, Mode, Need
 
 D = 1_600_000
-FREE, HELD = Card(D, 0, True), Card(0, 1, True)
-EX = CardNeed(CardMode.EXCLUSIVE, D)
+FREE, HELD = CardState(D, 0, True), CardState(0, 1, True)
+EX = Need(Mode.EXCLUSIVE, D)
 FOUR = [Ask(1, (EX,) * 4, ("a",))]
 
 
-def ledger(*cards: Card) -> dict[str, dict[str, Card]]:
+def ledger(*cards: CardState) -> dict[str, dict[str, CardState]]:
     return {"a": {f"c{n}": card for n, card in enumerate(cards)}}
 
 
-def promised_first(book: Promises, now: float = 0.0) -> dict[str, dict[str, Card]]:
+def promised_first(book: Promises, now: float = 0.0) -> dict[str, dict[str, CardState]]:
     """Workload w1 is checked Ready on 4 free cards; returns the ledger it was decided on."""
     seen = ledger(*[FREE] * 4)
     placement = place(FOUR, book.against(seen, now, skip="w1"))
@@ -95,7 +93,7 @@ def test_a_share_taken_elsewhere_does_not_release_an_exclusive_promise() -> None
     seen = promised_first(book)
     seen = {"a": {**seen["a"], "c9": FREE}}
     book.against(seen, 0.5, skip="w2")
-    shared = {"a": {**seen["a"], "c9": Card(D - 160_000, 2, True)}}
+    shared = {"a": {**seen["a"], "c9": CardState(D - 160_000, 2, True)}}
     assert place([Ask(1, (EX,), ("a",))], book.against(shared, 1, skip="w2")) is None
     assert "w1" in book
 

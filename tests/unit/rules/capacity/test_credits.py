@@ -10,9 +10,6 @@ from hypothesis import strategies as st
 
 from gpustack_operator.api.quantity import Quantity
 from gpustack_operator.rules.capacity.credits import (
-    RESOURCE_MAX_UNITS,
-    SHARED_UNITS,
-    SlicedUnitsError,
     cards_to_credits,
     credits_to_cards,
     is_valid_sliced_partitions,
@@ -21,9 +18,9 @@ from gpustack_operator.rules.capacity.credits import (
     quantity_to_mib,
     quantity_to_original_value,
     quantity_to_slice_count,
-    sliced_units,
     units_per_slice,
 )
+from gpustack_operator.rules.cards import CARD_UNITS, SHARED_UNITS, SliceUnitsError, slice_units
 
 Q = Quantity.parse
 
@@ -33,7 +30,7 @@ def _maybe(text: str | None) -> Quantity | None:
 
 
 def test_constants() -> None:
-    assert RESOURCE_MAX_UNITS == 1_600_000 == 2**9 * 5**5
+    assert CARD_UNITS == 1_600_000 == 2**9 * 5**5
     assert SHARED_UNITS == 160_000
     assert units_per_slice(512) == 3125
 
@@ -180,7 +177,7 @@ def test_quantity_to_mib(memory: str, mib: int) -> None:
     ],
 )
 def test_sliced_units(percentage: str | None, mib: str | None, card: int | None, units: int | None) -> None:
-    assert sliced_units(_maybe(percentage), _maybe(mib), card) == units
+    assert slice_units(_maybe(percentage), _maybe(mib), card) == units
 
 
 @pytest.mark.parametrize(
@@ -194,5 +191,5 @@ def test_sliced_units(percentage: str | None, mib: str | None, card: int | None,
     ],
 )
 def test_sliced_units_errors(percentage: str | None, mib: str | None, card: int | None, message: str) -> None:
-    with pytest.raises(SlicedUnitsError, match=message):
-        sliced_units(_maybe(percentage), _maybe(mib), card)
+    with pytest.raises(SliceUnitsError, match=message):
+        slice_units(_maybe(percentage), _maybe(mib), card)

@@ -8,20 +8,20 @@ import pytest
 
 from gpustack_operator.rules.capacity.views import (
     AcceleratorViews,
-    Card,
     MalformedLedgerError,
     View,
     accelerator_views,
     cpu_view,
     pool_cards,
 )
+from gpustack_operator.rules.cards import CardState
 
 D = 1_600_000
 NONE, EXCLUSIVE, SHARED, SLICED = 0, 1, 2, 3
 
 
-def free(sliceable: bool = True) -> Card:
-    return Card(D, NONE, sliceable)
+def free(sliceable: bool = True) -> CardState:
+    return CardState(D, NONE, sliceable)
 
 
 def shown(view: View) -> tuple[str, str, str]:
@@ -46,9 +46,9 @@ def all_views(views: AcceleratorViews) -> dict[str, tuple[str, str, str]]:
             [
                 [
                     free(),
-                    Card(0, EXCLUSIVE, True),
-                    Card(1_280_000, SHARED, True),
-                    Card(1_120_000, SLICED, True),
+                    CardState(0, EXCLUSIVE, True),
+                    CardState(1_280_000, SHARED, True),
+                    CardState(1_120_000, SLICED, True),
                 ]
             ],
             {"exclusive": ("4", "1", "1"), "shared": ("40", "18", "18"), "sliced": ("400", "170", "100")},
@@ -65,12 +65,12 @@ def all_views(views: AcceleratorViews) -> dict[str, tuple[str, str, str]]:
             id="cards that cannot be sliced offer no sliced view",
         ),
         pytest.param(
-            [[Card(D - 1, NONE, True)]],
+            [[CardState(D - 1, NONE, True)]],
             {"exclusive": ("1", "0", "0"), "shared": ("10", "0", "0"), "sliced": ("100", "0", "0")},
             id="a card short of one unit is not free and, in no mode, offers nothing",
         ),
         pytest.param(
-            [[Card(3_125, SLICED, True)], [Card(150_000, SHARED, True)]],
+            [[CardState(3_125, SLICED, True)], [CardState(150_000, SHARED, True)]],
             {"exclusive": ("2", "0", "0"), "shared": ("20", "0", "0"), "sliced": ("200", "0", "0")},
             id="remainders smaller than one share or one percent round down to nothing",
         ),
@@ -78,16 +78,16 @@ def all_views(views: AcceleratorViews) -> dict[str, tuple[str, str, str]]:
             [
                 [
                     free(),
-                    Card(D, NONE, True, healthy=False),
-                    Card(1_280_000, SHARED, True, healthy=False),
-                    Card(1_120_000, SLICED, True, healthy=False),
+                    CardState(D, NONE, True, healthy=False),
+                    CardState(1_280_000, SHARED, True, healthy=False),
+                    CardState(1_120_000, SLICED, True, healthy=False),
                 ]
             ],
             {"exclusive": ("4", "1", "1"), "shared": ("40", "10", "10"), "sliced": ("400", "100", "100")},
             id="unhealthy cards keep their place in capacity but offer nothing in any mode",
         ),
         pytest.param(
-            [[free(), Card(-800_000, SLICED, True), Card(-160_000, SHARED, True)]],
+            [[free(), CardState(-800_000, SLICED, True), CardState(-160_000, SHARED, True)]],
             {"exclusive": ("3", "1", "1"), "shared": ("30", "10", "10"), "sliced": ("300", "100", "100")},
             id="oversold cards (negative remaining) give nothing and take nothing from the others",
         ),
@@ -98,7 +98,7 @@ def all_views(views: AcceleratorViews) -> dict[str, tuple[str, str, str]]:
         ),
     ],
 )
-def test_accelerator_views(nodes: list[list[Card]], expected: dict[str, tuple[str, str, str]]) -> None:
+def test_accelerator_views(nodes: list[list[CardState]], expected: dict[str, tuple[str, str, str]]) -> None:
     assert all_views(accelerator_views(nodes)) == expected
 
 
@@ -134,8 +134,11 @@ def test_pool_cards_reads_only_the_pool_group_and_its_slicing_capability() -> No
             ledger("amd", "a10g", {"id": "0", "index": 0, "mode": 0, "remaining": D}),
         ],
     )
-    assert pool_cards(obj, "nvidia-a10g") == [Card(D, NONE, True), Card(0, EXCLUSIVE, True)]
-    assert pool_cards(obj, "nvidia-h100") == [Card(D, NONE, False)]
+    assert pool_cards(obj, "nvidia-a10g") == [
+        CardState(D, NONE, True),
+        CardState(0, EXCLUSIVE, True, index=1),
+    ]
+    assert pool_cards(obj, "nvidia-h100") == [CardState(D, NONE, False)]
     assert pool_cards(obj, "nvidia-t4") == []
 
 
@@ -150,7 +153,10 @@ def test_a_card_the_device_manager_reports_unhealthy_reads_unhealthy_in_the_pool
         {"id": "1", "index": 1, "mode": 0, "remaining": D},
     ]
     obj = devices([spec], [ledger("nvidia", "a10g", *rows)])
-    assert pool_cards(obj, "nvidia-a10g") == [Card(D, NONE, True), Card(D, NONE, True, healthy=False)]
+    assert pool_cards(obj, "nvidia-a10g") == [
+        CardState(D, NONE, True),
+        CardState(D, NONE, True, healthy=False, index=1),
+    ]
     assert all_views(accelerator_views([pool_cards(obj, "nvidia-a10g")]))["exclusive"] == ("2", "1", "1")
 
 

@@ -7,9 +7,8 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from gpustack_operator.api.quantity import Quantity
-from gpustack_operator.rules.capacity.credits import SlicedUnitsError
+from gpustack_operator.rules.cards import Mode, SliceUnitsError
 from gpustack_operator.rules.slicing.pods import (
-    CardMode,
     mixed_modes_problem,
     needs_card_memory,
     pod_card_modes,
@@ -71,7 +70,7 @@ def test_sliced_container_is_folded_into_units(container: dict[str, str], units:
     ],
 )
 def test_unfoldable_memory_is_an_error(container: dict[str, str], card_mib: int | None, message: str) -> None:
-    with pytest.raises(SlicedUnitsError, match=message):
+    with pytest.raises(SliceUnitsError, match=message):
         admit([container], card_mib)
 
 
@@ -135,7 +134,7 @@ def test_sliced_main_with_resource_free_sidecar_is_admitted() -> None:
 
 def test_visibility_resource_is_not_a_card_mode() -> None:
     pods = [[SLICED, MEM_PCT], ["device.gpustack.ai/nvidia.visibility"]]
-    assert pod_card_modes(pods, environ={}) == {CardMode.SLICED}
+    assert pod_card_modes(pods, environ={}) == {Mode.SLICED}
     assert mixed_modes_problem(pods, environ={}) is None
 
 
