@@ -16,9 +16,10 @@ kube.informer.InformerFactory and the unit tests' scripted fakes both satisfy.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, Unpack
 
 from gpustack_operator.controllers.watches import InformerKey, Watch
+from gpustack_operator.kube.client import Selectors
 from gpustack_operator.kube.informer import EventHandler
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.store import IndexFunc, JSONObj, Store
@@ -54,12 +55,7 @@ class InformerSource(Protocol):
     def informers(self) -> Sequence[SharedInformer]: ...
 
     def informer(
-        self,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
+        self, resource: Resource, *, namespace: str | None = None, **selectors: Unpack[Selectors]
     ) -> SharedInformer: ...
 
     def start(self, supervisor: Supervisor) -> None: ...

@@ -19,7 +19,7 @@ import logging
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.http1 import StreamTimeout
@@ -38,6 +38,30 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
 DEFAULT_PAGE_SIZE = 500
+
+
+class Selectors(TypedDict, total=False):
+    """The label and field selectors a LIST or WATCH is narrowed by."""
+
+    label_selector: str | None
+    field_selector: str | None
+
+
+class PageQuery(Selectors, total=False):
+    """One page of a LIST: the selectors, the page size (None: no limit), and where it starts."""
+
+    limit: int | None
+    continue_token: str | None
+    resource_version: str | None
+
+
+class ListQuery(Selectors, total=False):
+    """A paged LIST of one snapshot: the selectors, the page size, the resourceVersion of the first page."""
+
+    page_size: int
+    resource_version: str | None
+
+
 RETRY_BACKOFF = Backoff(base=0.2, cap=5.0, jitter=0.2)
 """Between retries of one request: 0.2 s doubling to 5 s; the default 8 retries span about 20 s."""
 
@@ -221,39 +245,24 @@ class Client:
             return None
 
     async def list_page(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int | None = DEFAULT_PAGE_SIZE,
-        continue_token: str | None = None,
-        resource_version: str | None = None,
+        self, res: Resource, namespace: str | None = None, **query: Unpack[PageQuery]
     ) -> JSONObj:
         """One page of a list: the List object with `items` and `metadata.{resourceVersion,continue}`."""
         params: dict[str, str] = {}
-        if label_selector:
+        if label_selector := query.get("label_selector"):
             params["labelSelector"] = label_selector
-        if field_selector:
+        if field_selector := query.get("field_selector"):
             params["fieldSelector"] = field_selector
-        if limit:
+        if limit := query.get("limit", DEFAULT_PAGE_SIZE):
             params["limit"] = str(limit)
-        if continue_token:
+        if continue_token := query.get("continue_token"):
             params["continue"] = continue_token
-        elif resource_version is not None:
+        elif (resource_version := query.get("resource_version")) is not None:
             params["resourceVersion"] = resource_version
         return await self.request("GET", res.path(namespace=namespace), params=params)
 
     async def list_pages(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        resource_version: str | None = None,
+        self, res: Resource, namespace: str | None = None, **query: Unpack[ListQuery]
     ) -> AsyncIterator[JSONObj]:
         """Every page of one consistent snapshot, in order (the first page carries its resourceVersion).
 
@@ -267,11 +276,11 @@ class Client:
             page = await self.list_page(
                 res,
                 namespace,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                limit=page_size,
+                label_selector=query.get("label_selector"),
+                field_selector=query.get("field_selector"),
+                limit=query.get("page_size", DEFAULT_PAGE_SIZE),
                 continue_token=token,
-                resource_version=resource_version,
+                resource_version=query.get("resource_version"),
             )
             token = (page.get("metadata") or {}).get("continue")
             yield page
@@ -279,42 +288,20 @@ class Client:
                 return
 
     async def list_all(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        resource_version: str | None = None,
+        self, res: Resource, namespace: str | None = None, **query: Unpack[ListQuery]
     ) -> tuple[list[JSONObj], str]:
         """Every object, page by page, from one consistent snapshot; returns (items, its resourceVersion)."""
         items: list[JSONObj] = []
         version = ""
-        pages = self.list_pages(
-            res,
-            namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            page_size=page_size,
-            resource_version=resource_version,
-        )
-        async for page in pages:
+        async for page in self.list_pages(res, namespace, **query):
             items.extend(page.get("items") or ())
             version = version or str((page.get("metadata") or {}).get("resourceVersion") or "")
         return items, version
 
     async def list(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
+        self, res: Resource, namespace: str | None = None, **selectors: Unpack[Selectors]
     ) -> list[JSONObj]:
-        items, _ = await self.list_all(
-            res, namespace, label_selector=label_selector, field_selector=field_selector
-        )
+        items, _ = await self.list_all(res, namespace, **selectors)
         return items
 
     async def create(

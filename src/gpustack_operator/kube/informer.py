@@ -19,10 +19,10 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from gpustack_operator.kube import errors
-from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.client import Client, Selectors
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.slim import Interner
 from gpustack_operator.kube.store import IndexFunc, JSONObj, Store, object_key
@@ -306,13 +306,9 @@ class InformerFactory:
         return list(self._informers.values())
 
     def informer(
-        self,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
+        self, resource: Resource, *, namespace: str | None = None, **selectors: Unpack[Selectors]
     ) -> Informer:
+        label_selector, field_selector = selectors.get("label_selector"), selectors.get("field_selector")
         key = (resource, namespace or None, label_selector or None, field_selector or None)
         informer = self._informers.get(key)
         if informer is None:

@@ -17,32 +17,13 @@ from pathlib import Path
 import grpc
 
 from gpustack_operator.device_manager.podresources.api import pb, rpc
-from gpustack_operator.sandbox import kubelet_pods as kp
-from gpustack_operator.sandbox.kubelet_admission import Admission, Committed
+from gpustack_operator.device_manager.podresources.model import pod_resources
+from gpustack_operator.sandbox.kubelet_admission import Admission
 from gpustack_operator.sandbox.kubelet_registry import DeviceRegistry
 
 log = logging.getLogger(__name__)
 
 Context = grpc.aio.ServicerContext
-
-
-def pod_resources(pod: kp.PodName, containers: Committed) -> pb.PodResources:
-    """One pod as List reports it: its containers in the given order, each resource's device IDs."""
-    namespace, name = pod
-    return pb.PodResources(
-        name=name,
-        namespace=namespace,
-        containers=[
-            pb.ContainerResources(
-                name=container,
-                devices=[
-                    pb.ContainerDevices(resource_name=resource, device_ids=list(device_ids))
-                    for resource, device_ids in by_resource.items()
-                ],
-            )
-            for container, by_resource in containers.items()
-        ],
-    )
 
 
 class PodResourcesServer(rpc.PodResourcesListerServicer):
