@@ -14,6 +14,7 @@ than zero, and decimal exponents are limited to ±1000.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from fractions import Fraction
 from typing import Final
@@ -275,3 +276,44 @@ def _round_half_up(value: Fraction) -> int:
     """Round half away from zero."""
     magnitude = (2 * abs(value.numerator) + value.denominator) // (2 * value.denominator)
     return magnitude if value >= 0 else -magnitude
+
+
+MAX_QUANTITY_TEXT: Final = 64
+"""The longest quantity text `to_quantity` reads from untrusted JSON."""
+
+
+def to_quantity(value: object) -> Quantity | None:
+    """A JSON quantity (string or number) as a Quantity; None when it is not one.
+
+    Text over 64 characters and integers beyond int64 are refused: no real request is that long, and
+    bounding them keeps the arithmetic and the printed results small whatever a client sends.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Quantity(value) if abs(value) <= MAX_BINARY_SI else None
+    text = repr(value) if isinstance(value, float) else value
+    if not isinstance(text, str) or len(text) > MAX_QUANTITY_TEXT:
+        return None
+    try:
+        return parse_quantity(text)
+    except ValueError:
+        return None
+
+
+def percent_of(quantity: Quantity, percent: int) -> Quantity:
+    """``quantity`` × ``percent``/100, rounded up to the smallest suffix of its format family (see below)."""
+    step = Fraction(1024) if quantity.format is QuantityFormat.BINARY_SI else Fraction(1, NANO)
+    return Quantity(math.ceil(quantity.exact * percent / 100 / step) * step, quantity.format)
+
+
+def string_percent_multiply(quantity: str, percent: int) -> str:
+    """StringPercentMultiply: ``percent`` % of ``quantity``, as Kubernetes quantity text.
+
+    The rule: the exact product ``quantity × percent / 100`` is rounded up (towards +∞) to a whole
+    number of the smallest suffix of the input's format family, then printed canonically in that family:
+    1Ki for binary SI (30 % of `16Gi` is 5033164.8Ki, shown `5033165Ki`; 25 % is `4Gi`) and 1n for
+    decimal SI and decimal exponent (the finest step a Quantity keeps: 33 % of `1` is `330m`, 30 % of
+    `4` is `1200m`). Exact throughout (fractions, no floats). Raises InvalidQuantityError on bad text.
+    """
+    return str(percent_of(parse_quantity(quantity), percent))

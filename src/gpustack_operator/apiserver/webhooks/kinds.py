@@ -1,10 +1,10 @@
 """The InstanceType and Instance webhooks, and the list of every webhook the worker serves.
 
-Why this module exists: the rules of contract §4.1–4.3 are pure functions over the object (webhooks/
-instancetype.py and instance.py); a hook adds what they need from the cluster (a setting, the Instance's
-InstanceType, both cache-first through `Lookups`) and turns their field errors into the 422 Status kubectl
-prints as `<Kind>.<group> "<name>" is invalid: …`. `worker_webhooks` is the one list that both the routes
-and the configurations Prepare applies are built from.
+Why this module exists: the rules of contract §4.1–4.3 are pure functions over the object
+(rules.instancetype.spec and rules.instance.spec); a hook adds what they need from the cluster (a setting, the
+Instance's InstanceType, both cache-first through `Lookups`) and turns their field errors into the 422 Status
+kubectl prints as `<Kind>.<group> "<name>" is invalid: …`. `worker_webhooks` is the one list that both the
+routes and the configurations Prepare applies are built from.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from typing import Any
 from gpustack_operator.api.field import FieldError
 from gpustack_operator.api.keys import KUEUE_QUEUE_NAME_LABEL
 from gpustack_operator.apiserver.status import invalid
-from gpustack_operator.apiserver.webhooks import instance, instancetype
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.apiserver.webhooks.pod import PodHooks
 from gpustack_operator.apiserver.webhooks.review import Review, Verdict
 from gpustack_operator.apiserver.webhooks.server import Rule, Webhook
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.resources import Resource
+from gpustack_operator.rules.instance import spec as instance
+from gpustack_operator.rules.instancetype import spec as instancetype
 from gpustack_operator.settings.catalog import (
     INSTANCE_GENERAL_RESOURCES_OVERCOMMIT,
     INSTANCE_TYPE_AWARE_CPU_MANUFACTURER,

@@ -5,7 +5,8 @@ by labels. Defaulting stamps those labels (the pool's schedule labels and the qu
 webhook looks the type up by) so an admin never writes them by hand; validation refuses a type whose unit
 sizes the Instance webhook could not fold, and freezes the spec once created, since re-pointing a live pool
 would strand what runs on it. Pure: functions over the JSON objects kube-apiserver sends, no I/O; the HTTP
-handlers (and the awareness setting they read) live beside this module.
+handlers (and the awareness setting they read) live in apiserver/webhooks/kinds.py, which keeps only the HTTP
+adaptation.
 
 Not done here: the Era B earlier step of §4.1 that enriched the descriptors (manufacturer, product, memory,
 sliceable feature, CPU detail) from a matching ResourceFlavor's notes; the handler would have to look the

@@ -14,17 +14,16 @@ or is left alone, and nothing raises. Quantities are JSON strings or numbers, ex
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
 
 from gpustack_operator.api.field import ErrorType, FieldError, forbidden, invalid, required
-from gpustack_operator.api.quantity import Quantity, QuantityFormat, parse_quantity
+from gpustack_operator.api.quantity import Quantity, percent_of, to_quantity
 from gpustack_operator.api.types.instance import InstancePhase
-from gpustack_operator.apiserver.webhooks.instancetype import equal_ignoring_zero
 from gpustack_operator.rules.instance.resources import instance_type_sliceable
+from gpustack_operator.rules.instancetype.spec import equal_ignoring_zero
 
 __all__ = [
     "DEFAULT_IMAGE_PULL_POLICY",
@@ -33,7 +32,6 @@ __all__ = [
     "RUNNING_IMMUTABLE",
     "JSONObj",
     "default",
-    "string_percent_multiply",
     "validate_create",
     "validate_update",
 ]
@@ -61,47 +59,6 @@ RUNNING_IMMUTABLE: Final = (
 )
 """The spec fields frozen while the instance runs (``spec.stop`` false); ``volume`` is frozen always."""
 RESOURCES: Final = "spec.resources"
-_KIBI: Final = Fraction(1024)
-_MAX_TEXT: Final = 64
-_INT64_MAX: Final = 2**63 - 1
-_NANO: Final = Fraction(1, 10**9)
-
-
-def to_quantity(value: object) -> Quantity | None:
-    """A JSON quantity (string or number) as a Quantity; None when it is not one.
-
-    Text over 64 characters and integers beyond int64 are refused: no real request is that long, and
-    bounding them keeps the arithmetic and the printed results small whatever a client sends.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return Quantity(value) if abs(value) <= _INT64_MAX else None
-    text = repr(value) if isinstance(value, float) else value
-    if not isinstance(text, str) or len(text) > _MAX_TEXT:
-        return None
-    try:
-        return parse_quantity(text)
-    except ValueError:
-        return None
-
-
-def percent_of(quantity: Quantity, percent: int) -> Quantity:
-    """``quantity`` × ``percent``/100, rounded up to the smallest suffix of its format family (see below)."""
-    step = _KIBI if quantity.format is QuantityFormat.BINARY_SI else _NANO
-    return Quantity(math.ceil(quantity.exact * percent / 100 / step) * step, quantity.format)
-
-
-def string_percent_multiply(quantity: str, percent: int) -> str:
-    """StringPercentMultiply: ``percent`` % of ``quantity``, as Kubernetes quantity text.
-
-    The rule: the exact product ``quantity × percent / 100`` is rounded up (towards +∞) to a whole
-    number of the smallest suffix of the input's format family, then printed canonically in that family:
-    1Ki for binary SI (30 % of `16Gi` is 5033164.8Ki, shown `5033165Ki`; 25 % is `4Gi`) and 1n for
-    decimal SI and decimal exponent (the finest step a Quantity keeps: 33 % of `1` is `330m`, 30 % of
-    `4` is `1200m`). Exact throughout (fractions, no floats). Raises InvalidQuantityError on bad text.
-    """
-    return str(percent_of(parse_quantity(quantity), percent))
 
 
 def _percentage(value: object) -> int:

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpustack_operator.api.field import FieldError
-from gpustack_operator.apiserver.webhooks import instance
-
-from .jsonish import fields, json_values
+from gpustack_operator.api.quantity import string_percent_multiply
+from gpustack_operator.rules.instance import spec as instance
+from tests.unit.jsonish import fields, json_values
 
 JSONObj = dict[str, Any]
 SYSTEM = "gpustack-system"
@@ -113,7 +113,7 @@ def create_errors(obj: JSONObj, instance_type: JSONObj | None) -> list[str]:
     ],
 )
 def test_string_percent_multiply(quantity: str, percent: int, expected: str) -> None:
-    assert instance.string_percent_multiply(quantity, percent) == expected
+    assert string_percent_multiply(quantity, percent) == expected
 
 
 # --- default ---------------------------------------------------------------------------------------------

@@ -14,10 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpustack_operator.api.field import FieldError
-from gpustack_operator.apiserver.webhooks import instancetype
+from gpustack_operator.rules.instancetype import spec as instancetype
 from gpustack_operator.rules.naming.queues import format_local_queue_name
-
-from .jsonish import json_values
+from tests.unit.jsonish import json_values
 
 JSONObj = dict[str, Any]
 ENTRANCE = "schedule.gpustack.ai/queue-entrance"

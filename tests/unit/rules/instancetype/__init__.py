@@ -1,0 +1,1 @@
+"""Tests of gpustack_operator.rules.instancetype."""
