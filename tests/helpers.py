@@ -1,7 +1,9 @@
 """Shared test helpers: poll for a condition instead of sleeping, and the sandbox's etcd gateway.
 
-`eventually` is the one way tests (and benchmarks) wait for something to become true; a new wait loop in a
-test is a second implementation with its own timeout and error message to get wrong.
+`eventually` is the one way tests (and benchmarks) wait for something to become true, and `consistently`
+the one way they assert that something stays true (nothing happens) over a window; a new wait loop or a
+bare sleep in a test is a second implementation with its own timeout and error message to get wrong, and a
+sleep followed by one look cannot tell "nothing happened" from "it happened and was undone".
 """
 
 from __future__ import annotations
@@ -61,6 +63,32 @@ async def eventually(
             raise AssertionError(f"{what} not reached within {timeout:g}s (last: {last!r})")
         await asyncio.sleep(pause)
         pause = min(pause * 2, interval)
+
+
+async def consistently(
+    probe: Callable[[], Any],
+    *,
+    duration: float,
+    interval: float = 0.25,
+    what: str = "condition",
+) -> None:
+    """Call probe() (sync or async) every `interval` seconds for `duration` seconds; every answer must be
+    truthy. The first falsy answer, or AssertionError (its message kept), fails the test at once, naming
+    `what`, the answer and when it came."""
+    start = time.monotonic()
+    deadline = start + duration
+    while True:
+        try:
+            value = probe()
+            if inspect.isawaitable(value):
+                value = await value
+        except AssertionError as exc:
+            raise AssertionError(f"{what} broke after {time.monotonic() - start:.1f}s: {exc}") from exc
+        if not value:
+            raise AssertionError(f"{what} broke after {time.monotonic() - start:.1f}s (answer: {value!r})")
+        if time.monotonic() >= deadline:
+            return
+        await asyncio.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
 
 
 async def yield_to_loop(times: int = 5) -> None:

@@ -56,7 +56,7 @@ from gpustack_operator.kube.resources import (
 from gpustack_operator.rules.admission.placement import READY_MESSAGE, RETRY_MESSAGE
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.worker.prepare import install_admission_check
-from tests.helpers import eventually
+from tests.helpers import consistently, eventually
 from tests.integration.chain_support import running_controllers
 from tests.integration.test_chain_scenarios_pools import (
     POOLS,
@@ -556,13 +556,17 @@ async def test_a_retry_workload_evicted_or_deleted_is_left_alone_without_a_hot_l
 
     # Kueue's own cycle: Retry keeps the reservation 30 s, then evicts and requeues; each new reservation
     # is decided once more (one write per cycle at most), never a loop.
-    await asyncio.sleep(65)
+    def cycling_calmly() -> bool:
+        writes = chain.writes.of(key, since)
+        assert len(writes) <= 3, writes
+        assert all(state == "Retry" for _, _, state in writes), writes
+        assert chain.reconciles() - reconciles <= 40, chain.reconciles() - reconciles
+        return True
+
+    await consistently(cycling_calmly, duration=65, interval=1.0, what="at most one Retry write per cycle")
     writes = chain.writes.of(key, since)
     spent = chain.reconciles() - reconciles
     say(f"c: 65 s of Retry cycles: {len(writes)} writes {[w[2] for w in writes]}, {spent:.0f} reconciles")
-    assert len(writes) <= 3, writes
-    assert all(state == "Retry" for _, _, state in writes), writes
-    assert spent <= 40, spent
 
     # Evicted by deactivation: Kueue resets the check; we write nothing to it any more.
     await kube.patch(WORKLOADS, wl["metadata"]["name"], {"spec": {"active": False}}, namespace=ns)
@@ -574,20 +578,27 @@ async def test_a_retry_workload_evicted_or_deleted_is_left_alone_without_a_hot_l
     wl = await eventually(evicted, timeout=LONG, what="the workload evicted")
     state = check_entry(wl).get("state")
     since, reconciles = time.monotonic(), chain.reconciles()
-    await asyncio.sleep(20)
-    after = await workload_of(kube, ns, "stuck")
+
+    async def left_alone() -> bool:
+        assert chain.writes.of(key, since) == []
+        assert check_entry(await workload_of(kube, ns, "stuck")).get("state") == state
+        assert chain.reconciles() - reconciles <= 10
+        assert key not in chain.reconciler.promises
+        return True
+
+    await consistently(left_alone, duration=20, interval=1.0, what="the evicted workload's check left alone")
     say(
         f"c: evicted: check {state!r}, then {len(chain.writes.of(key, since))} writes, "
         f"{chain.reconciles() - reconciles:.0f} reconciles in 20 s"
     )
-    assert chain.writes.of(key, since) == []
-    assert check_entry(after).get("state") == state
-    assert chain.reconciles() - reconciles <= 10
-    assert key not in chain.reconciler.promises
 
     since = time.monotonic()
     await remove_pods(kube, ns)
-    await asyncio.sleep(5)
-    assert chain.writes.of(key, since) == []
-    assert key not in chain.reconciler.promises
+
+    def no_write() -> bool:
+        assert chain.writes.of(key, since) == []
+        assert key not in chain.reconciler.promises
+        return True
+
+    await consistently(no_write, duration=5, what="no write once its pods are gone")
     await all_free(kube)

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from gpustack_operator.kube.client import Client
-from tests.helpers import eventually
+from tests.helpers import consistently, eventually
 from tests.integration.manager_support import CM, SELECTOR, annotated, derived, managed_cm, running_manager
 
 OBJECTS = 1000
@@ -52,7 +52,11 @@ async def test_thousand_objects_converge_with_one_write_each_and_then_nothing_mo
         await eventually(idle, timeout=120, what="work queue drained")
         before = await versions(kube, namespace)
         reconciles, writes = reconciler.reconciles, reconciler.writes
-        await asyncio.sleep(QUIET)  # an observation window, not a wait for something to happen
+        await consistently(
+            lambda: reconciler.reconciles == reconciles and reconciler.writes == writes,
+            duration=QUIET,
+            what="no reconcile or write after convergence",
+        )
         after = await versions(kube, namespace)
         print(
             f"\n[convergence] {OBJECTS} objects in {converge_s:.1f}s: {reconciler.reconciles} reconciles, "

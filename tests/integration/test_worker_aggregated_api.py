@@ -32,7 +32,7 @@ from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES, Resource
 from gpustack_operator.sandbox.cluster import Sandbox
-from tests.helpers import eventually
+from tests.helpers import consistently, eventually
 from tests.integration.worker_support import APISERVICE, Kubectl, Served, serving_worker
 
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
@@ -301,7 +301,11 @@ async def test_row08_watch_shows_a_change_once(kubectl: Kubectl, kube: Client, i
                 timeout=30,
                 what="the change on the watch",
             )
-            await asyncio.sleep(3)  # any duplicate would arrive by now
+            await consistently(
+                lambda: len([line for line in lines if "changed" in line]) == 1,
+                duration=3,
+                what="the change shown once, no duplicate",
+            )
             changed = [line for line in lines if "changed" in line]
             assert len(changed) == 1, lines
             assert changed[0].split()[0] == "MODIFIED"
