@@ -19,8 +19,7 @@ from typing import Any
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode as Mode
 from gpustack_operator.api.types.devices import DevicesGroup
-from gpustack_operator.device_manager.allocator.annotation import ANNOTATION as ALLOCATED
-from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation, encode
+from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation
 from gpustack_operator.device_manager.allocator.holdings import Reservations, prefer
 from gpustack_operator.device_manager.allocator.identify import resolve
 from gpustack_operator.device_manager.allocator.plan import Planner
@@ -31,6 +30,7 @@ from gpustack_operator.device_manager.plugin.inventory import Inventory
 from gpustack_operator.rules.admission.demand import pod_needs
 from gpustack_operator.rules.admission.placement import Ask, place
 from gpustack_operator.rules.cards import CARD_UNITS, SHARED_UNITS, CardState
+from tests.unit.device_manager.allocator.builders import container, pod
 
 CASES = 2400
 VENDORS = {"nvidia": ("nvidia.com/gpu", 128, 81559), "ascend": ("huawei.com/npu", 63, 65536)}
@@ -96,35 +96,8 @@ def holders(vendor: str, cards: list[tuple[str, CardState]]) -> list[dict[str, A
             continue
         card = AllocatedCard(f"{vendor}-card", vendor, uuid, state.index, CARD_UNITS - state.remaining)
         alloc = ContainerAllocation(Mode(state.mode), (card,), (f"legacy-{uuid}",))
-        pods.append(pod(f"holder-{uuid.lower()}", {}, minute=0, phase="Running", allocations={"main": alloc}))
+        pods.append(pod(f"holder-{uuid.lower()}", phase="Running", allocations={"main": alloc}))
     return pods
-
-
-def pod(
-    name: str,
-    limits: dict[str, str],
-    *,
-    minute: int,
-    phase: str = "Pending",
-    allocations: dict[str, ContainerAllocation] | None = None,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": "ns",
-        "uid": f"uid-{name}",
-        "creationTimestamp": f"2026-01-01T10:{minute:02d}:00Z",
-        "annotations": {ALLOCATED: encode(allocations)} if allocations else {},
-    }
-    container = {
-        "name": "main",
-        "image": "busybox",
-        "resources": {"limits": limits, "requests": dict(limits)},
-    }
-    return {
-        "metadata": meta,
-        "spec": {"nodeName": "node-a", "containers": [container]},
-        "status": {"phase": phase},
-    }
 
 
 def request(rng: random.Random, vendor: str) -> tuple[Mode, int, dict[str, str]]:
@@ -150,7 +123,7 @@ def test_the_worker_and_the_device_manager_choose_the_same_cards() -> None:
         vendor = rng.choice(list(VENDORS))
         cards = node_cards(rng)
         mode, count, limits = request(rng, vendor)
-        asking = pod(f"asking-{case}", limits, minute=30)
+        asking = pod(f"asking-{case}", container("main", limits), minute=30)
         base = VENDORS[vendor][0]
 
         # The worker: the Pod's needs from its spec, placed on the node's ledger rows.

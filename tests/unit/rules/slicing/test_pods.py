@@ -1,4 +1,9 @@
-"""The Pod webhook's sliced-request rules: units from memory, default compute, one card mode (§4.4)."""
+"""The Pod webhook's sliced-request rules: units from memory, default compute, one card mode (§4.4).
+
+The table tests go through the webhook's real entry point (PodHooks.mutate, then validate), so what they
+prove is what kube-apiserver gets back; the rules' own functions are called directly only where a test is
+about one of them alone.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,12 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
+from gpustack_operator.api.keys import KUEUE_QUEUE_NAME_LABEL, QUEUE_ENTRANCE_LABEL
 from gpustack_operator.api.quantity import Quantity
+from gpustack_operator.apiserver.webhooks.lookup import Lookups
+from gpustack_operator.apiserver.webhooks.pod import PodHooks
+from gpustack_operator.apiserver.webhooks.review import Review
+from gpustack_operator.kube.store import Store
 from gpustack_operator.rules.cards import Mode, SliceUnitsError
 from gpustack_operator.rules.slicing.pods import (
     mixed_modes_problem,
@@ -14,7 +24,6 @@ from gpustack_operator.rules.slicing.pods import (
     pod_card_modes,
     repeated_card_requests,
     sliced_bases,
-    sliced_defaults,
     sliced_problems,
 )
 
@@ -27,22 +36,39 @@ MEM_MIB = f"{GPU}.sliced.memory-mib"
 CARD_MIB = 40960
 
 
-def admit(containers: Sequence[Mapping[str, str]], card_mib: int | None = CARD_MIB) -> list[dict[str, str]]:
-    """Default then validate a pod the way the webhook composes the rules; raises on rejection."""
-    admitted = []
-    problems = []
-    for container in containers:
-        resources = {name: Quantity.parse(value) for name, value in container.items()}
-        for base in sliced_bases(resources, environ={}):
-            card = card_mib if needs_card_memory(resources, base) else None
-            resources.update(sliced_defaults(resources, base, card))
-            problems += sliced_problems(resources, base, environ={})
-        admitted.append({name: str(value) for name, value in resources.items()})
-    mixed = mixed_modes_problem([c.keys() for c in containers], environ={})
-    problems += [mixed] if mixed else []
-    if problems:
-        raise ValueError("; ".join(problems))
-    return admitted
+class Synced:
+    """The worker's InstanceType cache, synced, holding the one type the pods queue for."""
+
+    def __init__(self, card_mib: int | None) -> None:
+        self.store = Store()
+        spec = {"memory": f"{card_mib}Mi"} if card_mib is not None else {}
+        self.store.put(
+            "card", {"metadata": {"name": "card", "labels": {QUEUE_ENTRANCE_LABEL: "q"}}, "spec": spec}
+        )
+
+    def has_synced(self) -> bool:
+        return True
+
+
+async def admit(
+    containers: Sequence[Mapping[str, str]], card_mib: int | None = CARD_MIB
+) -> list[dict[str, str]]:
+    """The pod through the real Pod webhook (mutate, then validate what it mutated), as kube-apiserver
+    calls it; each container's resources as limits after the fold. A refusal by the mutating hook raises
+    SliceUnitsError, one by the validating hook ValueError, with the Status message kube-apiserver shows."""
+    hooks = PodHooks(Lookups(None, "gpustack-system", instance_types=Synced(card_mib)), environ={})  # type: ignore[arg-type]
+    spec = {
+        "containers": [{"name": f"c{i}", "resources": {"limits": dict(c)}} for i, c in enumerate(containers)]
+    }
+    pod = {"metadata": {"labels": {KUEUE_QUEUE_NAME_LABEL: "q"}}, "spec": spec}
+    mutated = await hooks.mutate(Review("u", "CREATE", "", "v1", "Pod", "p", "ns", pod, None))
+    if not mutated.allowed:
+        raise SliceUnitsError(mutated.status.message if mutated.status else "refused")
+    pod = mutated.mutated or pod
+    checked = await hooks.validate(Review("u", "CREATE", "", "v1", "Pod", "p", "ns", pod, None))
+    if not checked.allowed:
+        raise ValueError(checked.status.message if checked.status else "refused")
+    return [dict((c.get("resources") or {}).get("limits") or {}) for c in pod["spec"]["containers"]]
 
 
 @pytest.mark.parametrize(
@@ -55,8 +81,10 @@ def admit(containers: Sequence[Mapping[str, str]], card_mib: int | None = CARD_M
         pytest.param({SLICED: "1", MEM_PCT: "60"}, "960k", "100", id="memory-percentage-60"),
     ],
 )
-def test_sliced_container_is_folded_into_units(container: dict[str, str], units: str, cores: str) -> None:
-    (admitted,) = admit([container])
+async def test_sliced_container_is_folded_into_units(
+    container: dict[str, str], units: str, cores: str
+) -> None:
+    (admitted,) = await admit([container])
     assert admitted[UNITS] == units
     assert admitted[CORES] == cores
 
@@ -66,12 +94,16 @@ def test_sliced_container_is_folded_into_units(container: dict[str, str], units:
     [
         pytest.param({SLICED: "1", MEM_PCT: "200"}, CARD_MIB, "over 100", id="memory-percentage-200"),
         pytest.param({SLICED: "1", MEM_MIB: "81920"}, CARD_MIB, "exceeds", id="memory-mib-larger-than-card"),
-        pytest.param({SLICED: "1", MEM_MIB: "4096"}, None, "VRAM", id="memory-mib-without-card-vram"),
+        pytest.param(
+            {SLICED: "1", MEM_MIB: "4096"}, None, "gives no card memory", id="memory-mib-without-card-vram"
+        ),
     ],
 )
-def test_unfoldable_memory_is_an_error(container: dict[str, str], card_mib: int | None, message: str) -> None:
+async def test_unfoldable_memory_is_an_error(
+    container: dict[str, str], card_mib: int | None, message: str
+) -> None:
     with pytest.raises(SliceUnitsError, match=message):
-        admit([container], card_mib)
+        await admit([container], card_mib)
 
 
 @pytest.mark.parametrize(
@@ -107,15 +139,15 @@ def test_unfoldable_memory_is_an_error(container: dict[str, str], card_mib: int 
         ),
     ],
 )
-def test_invalid_pods_are_rejected(containers: list[dict[str, str]], message: str) -> None:
+async def test_invalid_pods_are_rejected(containers: list[dict[str, str]], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        admit(containers)
+        await admit(containers)
 
 
-def test_an_nvidia_container_may_hold_several_slices() -> None:
-    (admitted,) = admit([{SLICED: "2", MEM_PCT: "20"}])
+async def test_an_nvidia_container_may_hold_several_slices() -> None:
+    (admitted,) = await admit([{SLICED: "2", MEM_PCT: "20"}])
     assert admitted[UNITS] == "320k"
-    (one,) = admit([{"huawei.com/npu.sliced": "1", "huawei.com/npu.sliced.memory-percentage": "20"}])
+    (one,) = await admit([{"huawei.com/npu.sliced": "1", "huawei.com/npu.sliced.memory-percentage": "20"}])
     assert one["huawei.com/npu.sliced.units"] == "320k"
 
 
@@ -126,8 +158,8 @@ def test_the_one_slice_rule_follows_a_renamed_resource() -> None:
     assert sliced_bases(two, renamed) == ["example.com/gpu"]
 
 
-def test_sliced_main_with_resource_free_sidecar_is_admitted() -> None:
-    main, sshd = admit([{SLICED: "1", MEM_PCT: "20"}, {}])
+async def test_sliced_main_with_resource_free_sidecar_is_admitted() -> None:
+    main, sshd = await admit([{SLICED: "1", MEM_PCT: "20"}, {}])
     assert main[UNITS] == "320k"
     assert sshd == {}
 
