@@ -91,6 +91,20 @@ async def consistently(
         await asyncio.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
 
 
+async def grpc_calls_settled(timeout: float = 10.0) -> None:
+    """Wait until grpc.aio has delivered the status of every call of this loop: it does so in a task of its
+    own (`_handle_status_once_received`) that may still be pending after the channel is closed and the
+    call cancelled, and on a busy machine after a test has ended; the task-leak check would count it."""
+
+    def settled() -> bool:
+        return not any(
+            "_handle_status_once_received" in repr(task.get_coro()) and not task.done()
+            for task in asyncio.all_tasks()
+        )
+
+    await eventually(settled, timeout=timeout, interval=0.01, what="grpc calls' statuses delivered")
+
+
 async def yield_to_loop(times: int = 5) -> None:
     """Let other ready tasks run a few steps (no wall-clock time involved)."""
     for _ in range(times):

@@ -12,6 +12,7 @@ resource is dropped and its capacity reported as 0. A second registration of a n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import stat
@@ -64,9 +65,22 @@ class Endpoint:
     registered_at: float = field(default_factory=time.time)
     """Wall-clock time of the registration, so a restarter can wait for the *new* plugin's registration."""
 
+    call: Any = None
+    """The ListAndWatch call being consumed."""
+
     @property
     def healthy(self) -> list[str]:
         return [device for device, health in self.devices.items() if health == HEALTHY]
+
+    async def close(self) -> None:
+        """Close the connection and wait until grpc has settled the stream's status: its status task
+        finishes after `Channel.close()` returns, and on a busy machine after the caller has moved on."""
+        if self.call is not None:
+            self.call.cancel()
+        await self.channel.close()
+        if self.call is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.call.code(), 5.0)
 
 
 class DeviceRegistry(rpc.RegistrationServicer):
@@ -108,7 +122,7 @@ class DeviceRegistry(rpc.RegistrationServicer):
             await server.stop(0.5)
         await self.streams.stop(1.0)
         for endpoint in self.endpoints.values():
-            await endpoint.channel.close()
+            await endpoint.close()
 
     def capacity(self) -> dict[str, tuple[int, int]]:
         """Per resource: (capacity, allocatable); resources past their grace period read (0, 0)."""
@@ -149,13 +163,14 @@ class DeviceRegistry(rpc.RegistrationServicer):
         name = f"listandwatch:{request.resource_name}:{self._generation}"
         self.streams.spawn(name, lambda: self._consume(endpoint))
         if old is not None:
-            await old.channel.close()
+            await old.close()
         log.info("registered resource=%s endpoint=%s", request.resource_name, request.endpoint)
         return pb.Empty()
 
     async def _consume(self, endpoint: Endpoint) -> None:
+        endpoint.call = endpoint.stub.ListAndWatch(pb.Empty())
         try:
-            async for response in endpoint.stub.ListAndWatch(pb.Empty()):
+            async for response in endpoint.call:
                 endpoint.devices = {device.ID: device.health for device in response.devices}
                 endpoint.listed = True
                 self.on_change()

@@ -20,7 +20,7 @@ from gpustack_operator.device_manager.plugin.vendors import VendorPlugins
 from gpustack_operator.device_manager.simulated import SimulatedBackend
 from gpustack_operator.runtime import Backoff, Supervisor
 from gpustack_operator.sandbox.kubelet_registry import DeviceRegistry
-from tests.helpers import eventually
+from tests.helpers import eventually, grpc_calls_settled
 from tests.unit.device_manager.plugin.conftest import RecordingHandler
 
 INVENTORY = Path(__file__).parents[4] / "src/gpustack_operator/sandbox/inventory.yaml"
@@ -70,6 +70,7 @@ async def node_with_kubelet(
             yield node, registry
     finally:
         await registry.stop()
+        await grpc_calls_settled()
 
 
 def advertised(registry: DeviceRegistry) -> dict[str, tuple[int, int]]:
