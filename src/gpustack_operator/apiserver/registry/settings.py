@@ -26,8 +26,8 @@ from gpustack_operator.api.keys import CATEGORY, CORE_GROUP, V1
 from gpustack_operator.api.schema.setting import SETTING
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
-from gpustack_operator.apiserver.registry.crdproxy import decode_json, patch_type
-from gpustack_operator.apiserver.registry.representation import render_list, render_object
+from gpustack_operator.apiserver.registry.generic.crdproxy import decode_json, patch_type
+from gpustack_operator.apiserver.registry.generic.representation import render_list, render_object
 from gpustack_operator.apiserver.requestinfo import is_watch
 from gpustack_operator.apiserver.status import (
     StatusError,
