@@ -53,13 +53,13 @@ from tests.helpers import eventually
 from tests.integration.test_worker_aggregated_api import cpu_type
 
 from gpustack_operator.apiserver import registration
+from gpustack_operator.apiserver.catalog import CATALOG
 from gpustack_operator.apiserver.webhooks.server import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.sandbox.build import go_env
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
-from gpustack_operator.worker.aggregation import SERVED
 
 JSONObj = dict[str, Any]
 CRD = "/apis/worker.gpustack.ai/v1alpha1/instancetypes"
@@ -366,7 +366,7 @@ async def served_count(raw: Raw, count: int) -> bool:
 async def unregister(kube: Client) -> None:
     await kube.delete(resources.MUTATING_WEBHOOKS, MUTATING_CONFIGURATION)
     await kube.delete(resources.VALIDATING_WEBHOOKS, VALIDATING_CONFIGURATION)
-    for name in sorted({f"{r.version}.{r.group}" for r in SERVED}):
+    for name in CATALOG.apiservice_names:
         await kube.delete(resources.APISERVICES, name)
 
 

@@ -14,12 +14,13 @@ from gpustack_operator.api.keys import CATEGORY, KIND_DEVICES, PLURAL_DEVICES, V
 from gpustack_operator.api.schema.devices import DEVICES
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.registry.generic.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
+from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.table import NAME, Column, age
 from gpustack_operator.conversion.apiversion import WORKER
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import DEVICES as STORED
 
-__all__ = ["COLUMNS", "SCHEMA", "SERVED", "proxy"]
+__all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "proxy"]
 
 JSONObj = dict[str, Any]
 
@@ -74,3 +75,10 @@ COLUMNS = (
 
 def proxy(client: Client) -> CRDProxy:
     return CRDProxy(client, SERVED, STORED, WORKER, COLUMNS)
+
+
+def _storage(backends: Backends) -> CRDProxy:
+    return proxy(backends.client)
+
+
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)

@@ -15,12 +15,13 @@ from gpustack_operator.api.keys import CATEGORY, KIND_INSTANCE, PLURAL_INSTANCES
 from gpustack_operator.api.schema.instance import INSTANCE
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.registry.generic.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
+from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.table import NAME, printer_column
 from gpustack_operator.conversion.apiversion import WORKER
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCES as STORED
 
-__all__ = ["COLUMNS", "SCHEMA", "SERVED", "proxy"]
+__all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "proxy"]
 
 SERVED = ServedResource(
     group=WORKER_GROUP,
@@ -40,3 +41,10 @@ COLUMNS = (NAME, *(printer_column(c) for c in INSTANCE_COLUMNS))
 
 def proxy(client: Client) -> CRDProxy:
     return CRDProxy(client, SERVED, STORED, WORKER, COLUMNS)
+
+
+def _storage(backends: Backends) -> CRDProxy:
+    return proxy(backends.client)
+
+
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)

@@ -48,6 +48,7 @@ from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
 from gpustack_operator.apiserver.registry.generic.representation import render_list
 from gpustack_operator.apiserver.requestinfo import is_watch
+from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.status import bad_request, method_not_allowed
 from gpustack_operator.apiserver.table import Column
 from gpustack_operator.kube import resources
@@ -57,7 +58,7 @@ from gpustack_operator.settings import secret
 from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.catalog import INSTANCE_TYPE_AWARE_CPU_MANUFACTURER
 
-__all__ = ["COLUMNS", "SCHEMA", "SERVED", "FlavorList", "flavor_list"]
+__all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "FlavorList", "flavor_list"]
 
 JSONObj = dict[str, Any]
 
@@ -261,3 +262,10 @@ class FlavorList:
             return parse_bool(text) if text else False
         except ValueError:
             return False
+
+
+def _storage(backends: Backends) -> FlavorList:
+    return FlavorList(backends.client, backends.namespace)
+
+
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)
