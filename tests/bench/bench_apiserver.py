@@ -7,13 +7,13 @@ The real `gpustack-operator worker` serves `instancetypes.worker.gpustack.ai/v1`
 InstanceTypes through the CRD (so through our webhooks), waits for the worker to be at rest, then measures,
 in the same run against the same kube-apiserver, with one request in flight:
 
-- GET of one object and LIST of 100 and of 1,000 objects, as JSON and as the Table kubectl asks for, on
-  three paths: the CRD (`/apis/worker.gpustack.ai/v1alpha1/...`, the baseline), v1 as served (from the
-  worker's informer cache where registry/cachedreads.py allows), and v1 forced onto the proxied path (an
-  extra query parameter the cache does not know sends the read to the CRD, as before the cache; kube
-  ignores it). Samples of the three paths alternate, so a busy machine slows all three alike. Ratio: the
-  median latency over the CRD's. A read the worker proxies goes through its own client, so it waits for
-  that client's rate limit (`--kube-api-qps`, 50/s by default, shared with the controllers): pass
+- GET of one object and LIST of 100 and of 1,000 objects, as JSON and as the Table kubectl asks for, on three
+  paths: the CRD (`/apis/worker.gpustack.ai/v1alpha1/...`, the baseline), v1 as served (from the worker's
+  informer cache where registry/generic/cachedreads.py allows), and v1 forced onto the proxied path (an extra
+  query parameter the cache does not know sends the read to the CRD, as before the cache; kube ignores it).
+  Samples of the three paths alternate, so a busy machine slows all three alike. Ratio: the median latency
+  over the CRD's. A read the worker proxies goes through its own client, so it waits for that client's rate
+  limit (`--kube-api-qps`, 50/s by default, shared with the controllers): pass
   `--worker-arg=--kube-api-qps=1000 --worker-arg=--kube-api-burst=2000` to see the proxy's cost alone.
 - WATCH fan-out: `--watchers` watches open on each path from the version of that path's list, then
   `--updates` label patches to one object; each watcher's delay from the patch's answer to its event
@@ -53,13 +53,13 @@ from tests.helpers import eventually
 from tests.integration.test_worker_aggregated_api import cpu_type
 
 from gpustack_operator.apiserver import registration
+from gpustack_operator.apiserver.catalog import CATALOG
 from gpustack_operator.apiserver.webhooks.server import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.sandbox.build import go_env
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
-from gpustack_operator.worker.aggregation import SERVED
 
 JSONObj = dict[str, Any]
 CRD = "/apis/worker.gpustack.ai/v1alpha1/instancetypes"
@@ -220,7 +220,7 @@ async def fan_out(
 
     Each path's watchers start where a LIST of that path left them, as kubectl's `get -w` does (with its
     `limit=500`): on v1 as served, the list and then the watches come from the worker's informer
-    (registry/watchcache.py); on the proxied path, every watch is a watch of the CRD. The CPU of each
+    (registry/generic/watchcache.py); on the proxied path, every watch is a watch of the CRD. The CPU of each
     process in `pids` over the patches, per event delivered, includes the patches' own cost (through the
     worker's webhooks), alike on every path.
     """
@@ -366,7 +366,7 @@ async def served_count(raw: Raw, count: int) -> bool:
 async def unregister(kube: Client) -> None:
     await kube.delete(resources.MUTATING_WEBHOOKS, MUTATING_CONFIGURATION)
     await kube.delete(resources.VALIDATING_WEBHOOKS, VALIDATING_CONFIGURATION)
-    for name in sorted({f"{r.version}.{r.group}" for r in SERVED}):
+    for name in CATALOG.apiservice_names:
         await kube.delete(resources.APISERVICES, name)
 
 

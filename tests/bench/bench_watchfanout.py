@@ -5,7 +5,7 @@ Run: `.venv/bin/python -m tests.bench.bench_watchfanout` (no sandbox; about half
 Why: in bench_apiserver the v1 WATCH fan-out goes through kube-apiserver twice, and on a shared 2-core
 machine its medians move by 2x from run to run, too much to see what the worker's own code costs. Here
 the code under test is the worker's own: the real v1 InstanceType proxy (`instancetypes.proxy`, so
-CRDProxy's watch handler and registry/watchcache.py) over the real informer, fed by the scripted API
+CRDProxy's watch handler and registry/generic/watchcache.py) over the real informer, fed by the scripted API
 server of the unit tests (tests/unit/kube/fakes.py), served by aiohttp over TLS on 127.0.0.1 to
 `--watchers` client connections in a child process. The baseline, in the same process and run: the least
 an aiohttp handler can do for the same clients, one shared wake-up per event and one write of an already
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from tests.unit.apiserver.test_watchcache import cached, it
+from tests.unit.apiserver.registry.generic.test_watchcache import cached, it
 from tests.unit.kube.fakes import event
 
 from gpustack_operator.apiserver.registry import instancetypes

@@ -56,13 +56,13 @@ from tests.integration.test_worker_webhooks import accelerated_type
 
 from gpustack_operator.api.keys import KUEUE_QUEUE_NAME_LABEL
 from gpustack_operator.apiserver import serving
+from gpustack_operator.apiserver.catalog import CATALOG
 from gpustack_operator.apiserver.webhooks.review import API_VERSION
 from gpustack_operator.apiserver.webhooks.server import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.rules.naming.queues import format_local_queue_name
 from gpustack_operator.sandbox.process import free_port
-from gpustack_operator.worker.aggregation import SERVED
 
 JSONObj = dict[str, Any]
 GPU = "nvidia.com/gpu"
@@ -365,7 +365,7 @@ async def unregister(kube: Client) -> None:
     """What the stopped worker left: its webhook configurations (they fail closed) and APIServices."""
     await kube.delete(resources.MUTATING_WEBHOOKS, MUTATING_CONFIGURATION)
     await kube.delete(resources.VALIDATING_WEBHOOKS, VALIDATING_CONFIGURATION)
-    for name in sorted({f"{r.version}.{r.group}" for r in SERVED}):
+    for name in CATALOG.apiservice_names:
         await kube.delete(resources.APISERVICES, name)
 
 

@@ -1,10 +1,10 @@
 """v1 InstanceType reads from the worker's informer cache, through kube-apiserver and the real kubectl.
 
-The worker answers GET and LIST of `instancetypes.worker.gpustack.ai/v1` from its shared informer when it
-can (apiserver/registry/cachedreads.py). What a user must not notice: a list right after a create through
-v1 has the new object, a GET of an object the cache has not seen yet is no 404, and every selector
-filters exactly as the CRD's own list does. What they may notice: the reads stop costing API requests
-(the worker's own request counter says so).
+The worker answers GET and LIST of `instancetypes.worker.gpustack.ai/v1` from its shared informer when it can
+(apiserver/registry/generic/cachedreads.py). What a user must not notice: a list right after a create through
+v1 has the new object, a GET of an object the cache has not seen yet is no 404, and every selector filters
+exactly as the CRD's own list does. What they may notice: the reads stop costing API requests (the worker's
+own request counter says so).
 
 Named `test_worker_*` to run with the other tests that start a real worker.
 """

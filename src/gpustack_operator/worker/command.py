@@ -14,12 +14,12 @@ import os
 import sys
 from pathlib import Path
 
+from gpustack_operator.apiserver.aggregated import AggregationOptions
 from gpustack_operator.apiserver.health import parse_address
 from gpustack_operator.kube.errors import KubeConfigError
 from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.catalog import SettingsEnvironmentError, initial_values
 from gpustack_operator.settings.environment import Environment, EnvironmentValueError
-from gpustack_operator.worker.aggregation import AggregationOptions
 from gpustack_operator.worker.start import WorkerOptions, run
 
 __all__ = ["register"]

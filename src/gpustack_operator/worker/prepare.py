@@ -11,8 +11,8 @@ first: without its CRDs the step fails with that instruction. The `gpustack-node
 is server-side applied after that (Kueue's CRDs are installed at run time, so the chart cannot ship it);
 the body carries no finalizers, so Kueue's own stays Kueue's, and the node-devices controllers keep it
 Active. Kueue must be installed first, likewise. The APIServices of the aggregated API follow the CRDs
-(worker.aggregation supplies that step); the spec's other steps (webhook configurations, applications)
-join here, in order.
+(apiserver.aggregated, wired by worker.aggregation); the spec's other steps (webhook configurations,
+applications) join here, in order.
 """
 
 from __future__ import annotations

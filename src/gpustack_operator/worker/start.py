@@ -19,21 +19,19 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from gpustack_operator.api.keys import SETTINGS_SECRET
 from gpustack_operator.apiserver import health
-from gpustack_operator.apiserver.webhooks.lookup import Lookups
+from gpustack_operator.apiserver.aggregated import AggregationOptions, NotAvailableError
 from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.controllers.metrics import Metrics
 from gpustack_operator.controllers.setup import setup_controllers
-from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.events import EventRecorder
 from gpustack_operator.kube.informer import InformerFactory
 from gpustack_operator.kube.lease import LeaderElector, LeaseConfig
 from gpustack_operator.runtime import Supervisor, run_until_signal
 from gpustack_operator.settings.environment import Environment
-from gpustack_operator.worker.aggregation import AggregatedAPI, AggregationOptions
-from gpustack_operator.worker.prepare import prepare
+from gpustack_operator.worker.aggregation import aggregated_api
+from gpustack_operator.worker.prepare import PrepareError, prepare
 
 __all__ = ["WorkerOptions", "run"]
 
@@ -95,12 +93,8 @@ class _Worker:
             self.manager, client=client, environment=environment, throttle=FAN_IN_THROTTLE
         )
         self.api = (
-            AggregatedAPI(
-                api_client or client,
-                options.aggregation,
-                environment,
-                _lookups(api_client or client, informers, environment),
-                metrics.observe_review,
+            aggregated_api(
+                api_client or client, informers, options.aggregation, environment, metrics.observe_review
             )
             if options.aggregation is not None
             else None
@@ -123,13 +117,7 @@ class _Worker:
                 if address is not None:
                     sup.spawn(f"{name} server", partial(health.serve, app, address, name=name))
         if self.api is not None:
-            sup.spawn("aggregated API server", self.api.serve)
-            sup.spawn("front-proxy trust reloader", self.api.keep_trust)
-            if self.api.webhooks is not None:
-                sup.spawn("webhook configuration keeper", self.api.keep_webhooks)
-            if self.options.aggregation is not None and self.options.aggregation.cert_dir is not None:
-                sup.spawn("serving certificate reloader", self.api.reload_certificates)
-                sup.spawn("CA bundle keeper", self.api.keep_ca_bundle)
+            self.api.spawn(sup)
         sup.spawn("worker", self.prepare_then_start)
 
     async def prepare_then_start(self) -> None:
@@ -142,7 +130,10 @@ class _Worker:
             install_apiservices=self.api.register if self.api is not None else None,
         )
         if self.api is not None:
-            await self.api.wait_available()
+            try:
+                await self.api.wait_available()
+            except NotAvailableError as e:
+                raise PrepareError(str(e)) from None
         self.prepared = True
         log.info(
             "Worker %s: starting the manager with controllers: %s",
@@ -150,20 +141,6 @@ class _Worker:
             ", ".join(self.controllers) or "none yet",
         )
         await self.manager.run()
-
-
-def _lookups(client: Client, informers: InformerFactory, environment: Environment) -> Lookups:
-    """The webhooks' reads, from the informers the controllers share (every InstanceType; the settings
-    Secret, selected as controllers.settingsview selects it)."""
-    namespace = environment.pod_namespace
-    return Lookups(
-        client,
-        namespace,
-        instance_types=informers.informer(resources.INSTANCE_TYPES),
-        settings=informers.informer(
-            resources.SECRETS, namespace=namespace, field_selector=f"metadata.name={SETTINGS_SECRET}"
-        ),
-    )
 
 
 async def run(options: WorkerOptions, environment: Environment, settings: Mapping[str, str]) -> int:

@@ -10,11 +10,11 @@ import pytest_asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from gpustack_operator.apiserver.catalog import CATALOG
 from gpustack_operator.apiserver.openapi import OpenAPI, group_version_document
 from gpustack_operator.apiserver.registry.instancetypes import SCHEMA, SERVED
 from gpustack_operator.apiserver.status import error_middleware
 from gpustack_operator.apiserver.swagger import swagger_document, swagger_schema
-from gpustack_operator.worker import aggregation
 
 GV = "worker.gpustack.ai/v1"
 KIND = "ai.gpustack.worker.v1.InstanceType"
@@ -85,8 +85,8 @@ async def test_a_stale_hash_gets_the_current_document_never_a_redirect(client: T
 
 # ---- /openapi/v2: the Swagger 2.0 document the aggregator merges (guide §2.1, §2.2) ----------------
 
-WORKER_SERVED = aggregation.SERVED
-V2 = swagger_document(WORKER_SERVED, aggregation.SCHEMAS)
+WORKER_SERVED = CATALOG.served
+V2 = swagger_document(WORKER_SERVED, CATALOG.schemas)
 V3_ONLY = {"anyOf", "oneOf", "not", "nullable", "writeOnly", "deprecated"}
 METHODS = {"get", "put", "post", "patch", "delete"}
 
@@ -217,7 +217,7 @@ def test_a_nullable_v3_node_becomes_an_untyped_v2_node() -> None:
 def test_v2_and_v3_describe_the_same_operations() -> None:
     v3_ops = {}
     for gv in sorted({r.api_version for r in WORKER_SERVED}):
-        doc = group_version_document(gv, WORKER_SERVED, aggregation.SCHEMAS)
+        doc = group_version_document(gv, WORKER_SERVED, CATALOG.schemas)
         v3_ops.update({(p, m): op for p, m, op in _operations(doc)})
     v2_ops = {(p, m): op for p, m, op in _operations(V2)}
     assert set(v2_ops) == set(v3_ops)
@@ -240,7 +240,7 @@ def test_a_resource_that_takes_only_merge_patch_advertises_only_that() -> None:
 @pytest_asyncio.fixture
 async def served_v2() -> AsyncIterator[TestClient]:
     app = web.Application(middlewares=[error_middleware])
-    OpenAPI.for_resources(WORKER_SERVED, aggregation.SCHEMAS).add_routes(app.router)
+    OpenAPI.for_resources(WORKER_SERVED, CATALOG.schemas).add_routes(app.router)
     test_client = TestClient(TestServer(app))
     await test_client.start_server()
     yield test_client

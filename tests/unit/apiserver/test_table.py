@@ -8,8 +8,8 @@ import pytest
 
 from gpustack_operator.api.crds import INSTANCE_COLUMNS
 from gpustack_operator.apiserver.negotiation import Representation
+from gpustack_operator.apiserver.registry.generic.representation import render_event, render_list
 from gpustack_operator.apiserver.registry.instancetypes import COLUMNS
-from gpustack_operator.apiserver.registry.representation import render_event, render_list
 from gpustack_operator.apiserver.status import StatusError
 from gpustack_operator.apiserver.table import age, human_duration, printer_column, table
 

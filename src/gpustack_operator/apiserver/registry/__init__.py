@@ -1,1 +1,2 @@
-"""One module per served resource: its discovery entry, its handlers and its Table columns."""
+"""One module per served resource (its discovery entry, schema, handlers and Table columns); the store
+machinery they share is in registry/generic."""

@@ -1,7 +1,7 @@
 """`devices.worker.gpustack.ai/v1`: the cluster-scoped v1alpha1 Devices CRD (one per node: its cards and
 their ledger) served as v1 (contract §2.1, short name `devs`).
 
-Every verb goes to the CRD (registry/crdproxy.py); the device manager and the chain keep writing
+Every verb goes to the CRD (registry/generic/crdproxy.py); the device manager and the chain keep writing
 v1alpha1. The CRD has no printer columns, so v1 adds what an admin looks for first: how many cards the
 node has, how many are untouched (no units allocated in the ledger), and their manufacturers.
 """
@@ -13,13 +13,14 @@ from typing import Any
 from gpustack_operator.api.keys import CATEGORY, KIND_DEVICES, PLURAL_DEVICES, V1, WORKER_GROUP
 from gpustack_operator.api.schema.devices import DEVICES
 from gpustack_operator.apiserver.discovery import ServedResource
-from gpustack_operator.apiserver.registry.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
+from gpustack_operator.apiserver.registry.generic.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
+from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.table import NAME, Column, age
 from gpustack_operator.conversion.apiversion import WORKER
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import DEVICES as STORED
 
-__all__ = ["COLUMNS", "SCHEMA", "SERVED", "proxy"]
+__all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "proxy"]
 
 JSONObj = dict[str, Any]
 
@@ -74,3 +75,10 @@ COLUMNS = (
 
 def proxy(client: Client) -> CRDProxy:
     return CRDProxy(client, SERVED, STORED, WORKER, COLUMNS)
+
+
+def _storage(backends: Backends) -> CRDProxy:
+    return proxy(backends.client)
+
+
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)

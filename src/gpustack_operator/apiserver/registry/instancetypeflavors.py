@@ -2,40 +2,63 @@
 
 Reads Kueue's node ResourceFlavors (the caller's label selector joins ours) and the
 `instance-type-aware-cpu-manufacturer` setting straight from the API server, never from a cache, as the
-Go original's uncached reader does; flavorlist computes the items. Only `list` exists: a GET of one name
-is 404 (no such route) and `watch` is 405, as kube's generic server answers an unimplemented verb.
-A field selector may pin `metadata.name`; any other field is kube's 400.
+Go original's uncached reader does. Only `list` exists: a GET of one name is 404 (no such route) and
+`watch` is 405, as kube's generic server answers an unimplemented verb. A field selector may pin
+`metadata.name`; any other field is kube's 400.
+
+The items (`flavor_list`, a pure function of the flavors read): each flavor of managed nodes (label
+`resource.gpustack.ai/type=nodes`) carries notes (`note.gpustack.ai/<k>` annotations); a flavor being
+deleted is skipped. A CPU flavor shows its CPU identity when the `instance-type-aware-cpu-manufacturer`
+setting is on and collapses to `generic` otherwise; an accelerated flavor shows its accelerator and, when
+aware, its CPU key. Each pool appears once, named as their pool (`gpustack--<aKey>`,
+`gpustack--<gKey>--<aKey>`, `gpustack--generic`, `gpustack--<gKey>`), sorted by manufacturer, product,
+memory (as quantities where both parse), CPU key, accelerator key.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
 from typing import Any
 
 from aiohttp import web
 
 from gpustack_operator.api.keys import (
     CATEGORY,
+    GENERIC,
     KIND_INSTANCE_TYPE_FLAVOR,
+    NOTE_ACCELERATABLE,
+    NOTE_ACCELERATOR_GROUP,
+    NOTE_CORES,
+    NOTE_FAMILY,
+    NOTE_GENERAL_GROUP,
+    NOTE_MANUFACTURER,
+    NOTE_MEMORY,
+    NOTE_PREFIX,
+    NOTE_PRODUCT,
+    NOTE_SLICEABLE,
     PLURAL_INSTANCE_TYPE_FLAVORS,
     RESOURCE_TYPE_LABEL,
     RESOURCE_TYPE_NODES,
     V1,
     WORKER_GROUP,
 )
+from gpustack_operator.api.quantity import InvalidQuantityError, parse_quantity
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
-from gpustack_operator.apiserver.registry.flavorlist import flavor_list
-from gpustack_operator.apiserver.registry.representation import render_list
+from gpustack_operator.apiserver.registry.generic.representation import render_list
 from gpustack_operator.apiserver.requestinfo import is_watch
+from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.status import bad_request, method_not_allowed
 from gpustack_operator.apiserver.table import Column
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
+from gpustack_operator.rules.naming.flavors import pool_name
 from gpustack_operator.settings import secret
 from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.catalog import INSTANCE_TYPE_AWARE_CPU_MANUFACTURER
 
-__all__ = ["COLUMNS", "SCHEMA", "SERVED", "FlavorList"]
+__all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "FlavorList", "flavor_list"]
 
 JSONObj = dict[str, Any]
 
@@ -110,6 +133,82 @@ SCHEMA: JSONObj = {
 """The contract §2.4 fields (no CRD exists for this kind, so its schema lives here)."""
 
 
+def _notes(flavor: JSONObj) -> dict[str, str]:
+    annotations = (flavor.get("metadata") or {}).get("annotations") or {}
+    return {k[len(NOTE_PREFIX) :]: str(v) for k, v in annotations.items() if k.startswith(NOTE_PREFIX)}
+
+
+def _flavor_spec(flavor: JSONObj, aware: bool) -> JSONObj | None:
+    if (flavor.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    notes = _notes(flavor)
+    identity = {k: notes.get(k, "") for k in (NOTE_MANUFACTURER, NOTE_PRODUCT, NOTE_FAMILY)}
+    spec: JSONObj
+    if notes.get(NOTE_ACCELERATABLE) != "true":
+        if aware:
+            spec = {"generalGroup": notes.get(NOTE_GENERAL_GROUP, ""), "acceleratable": False, **identity}
+        else:
+            spec = {"generalGroup": GENERIC, "acceleratable": False, NOTE_MANUFACTURER: GENERIC}
+    else:
+        spec = {
+            "acceleratorGroup": notes.get(NOTE_ACCELERATOR_GROUP, ""),
+            "acceleratable": True,
+            **identity,
+            "memory": notes.get(NOTE_MEMORY, ""),
+            "cores": notes.get(NOTE_CORES, ""),
+            "sliceable": notes.get(NOTE_SLICEABLE) == "true",
+        }
+        if aware:
+            spec["generalGroup"] = notes.get(NOTE_GENERAL_GROUP, "")
+    spec = {k: v for k, v in spec.items() if v != "" or k == "acceleratable"}
+    if not spec.get("generalGroup") and not spec.get("acceleratorGroup"):
+        return None
+    return spec
+
+
+def _compare_memory(a: str, b: str) -> int:
+    try:
+        qa, qb = parse_quantity(a), parse_quantity(b)
+    except InvalidQuantityError:
+        return (a > b) - (a < b)
+    return (qb < qa) - (qa < qb)
+
+
+def _compare(a: JSONObj, b: JSONObj) -> int:
+    sa, sb = a["spec"], b["spec"]
+    for key in ("manufacturer", "product"):
+        x, y = str(sa.get(key, "")), str(sb.get(key, ""))
+        if x != y:
+            return (x > y) - (x < y)
+    if (memory := _compare_memory(str(sa.get("memory", "")), str(sb.get("memory", "")))) != 0:
+        return memory
+    for key in ("generalGroup", "acceleratorGroup"):
+        x, y = str(sa.get(key, "")), str(sb.get(key, ""))
+        if x != y:
+            return (x > y) - (x < y)
+    return 0
+
+
+def flavor_list(resource_flavors: Iterable[JSONObj], *, aware: bool, api_version: str) -> list[JSONObj]:
+    """The InstanceTypeFlavors of these ResourceFlavors, de-duplicated and sorted."""
+    seen: dict[str, JSONObj] = {}
+    for flavor in resource_flavors:
+        spec = _flavor_spec(flavor, aware)
+        if spec is None:
+            continue
+        name = pool_name(aware, spec.get("generalGroup", ""), spec.get("acceleratorGroup", ""))
+        seen.setdefault(
+            name,
+            {
+                "apiVersion": api_version,
+                "kind": "InstanceTypeFlavor",
+                "metadata": {"name": name},
+                "spec": spec,
+            },
+        )
+    return sorted(seen.values(), key=functools.cmp_to_key(_compare))
+
+
 def _name_filter(selector: str) -> str | None:
     """The name a `metadata.name=` selector pins (None: no selector); other fields are kube's 400."""
     if not selector:
@@ -163,3 +262,10 @@ class FlavorList:
             return parse_bool(text) if text else False
         except ValueError:
             return False
+
+
+def _storage(backends: Backends) -> FlavorList:
+    return FlavorList(backends.client, backends.namespace)
+
+
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)

@@ -13,14 +13,15 @@ from typing import Any
 from gpustack_operator.api.keys import CATEGORY, KIND_INSTANCE_TYPE, PLURAL_INSTANCE_TYPES, V1, WORKER_GROUP
 from gpustack_operator.api.schema.instancetype import INSTANCE_TYPE
 from gpustack_operator.apiserver.discovery import ServedResource
-from gpustack_operator.apiserver.registry.cachedreads import Informed
-from gpustack_operator.apiserver.registry.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
+from gpustack_operator.apiserver.registry.generic.cachedreads import Informed
+from gpustack_operator.apiserver.registry.generic.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
+from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.table import NAME, Column, age
 from gpustack_operator.conversion.apiversion import WORKER
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES as STORED
 
-__all__ = ["COLUMNS", "SCHEMA", "SERVED", "proxy"]
+__all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "proxy"]
 
 JSONObj = dict[str, Any]
 NONE = "<none>"
@@ -87,5 +88,12 @@ COLUMNS = (
 
 def proxy(client: Client, cache: Informed | None = None) -> CRDProxy:
     """The v1 handlers over the v1alpha1 CRD; `cache`, the worker's informer of every v1alpha1
-    InstanceType, answers GET and LIST when it can (registry/cachedreads.py)."""
+    InstanceType, answers GET and LIST when it can (registry/generic/cachedreads.py)."""
     return CRDProxy(client, SERVED, STORED, WORKER, COLUMNS, cache=cache)
+
+
+def _storage(backends: Backends) -> CRDProxy:
+    return proxy(backends.client, backends.cache(STORED))
+
+
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)

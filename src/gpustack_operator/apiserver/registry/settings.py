@@ -26,9 +26,10 @@ from gpustack_operator.api.keys import CATEGORY, CORE_GROUP, V1
 from gpustack_operator.api.schema.setting import SETTING
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
-from gpustack_operator.apiserver.registry.crdproxy import decode_json, patch_type
-from gpustack_operator.apiserver.registry.representation import render_list, render_object
+from gpustack_operator.apiserver.registry.generic.crdproxy import decode_json, patch_type
+from gpustack_operator.apiserver.registry.generic.representation import render_list, render_object
 from gpustack_operator.apiserver.requestinfo import is_watch
+from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.status import (
     StatusError,
     bad_request,
@@ -44,7 +45,7 @@ from gpustack_operator.settings import secret
 from gpustack_operator.settings.catalog import SETTINGS
 from gpustack_operator.settings.setting import Setting, SettingValueError
 
-__all__ = ["COLUMNS", "SCHEMA", "SERVED", "SettingsAPI", "setting_object"]
+__all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "SettingsAPI", "setting_object"]
 
 JSONObj = dict[str, Any]
 SENSITIVE_VALUE: Final = "(sensitive)"
@@ -214,3 +215,10 @@ class SettingsAPI:
                 resources.SECRETS, secret.SECRET_NAME, patch, namespace=self.namespace
             )
         return setting_object(setting, written, self.namespace)
+
+
+def _storage(backends: Backends) -> SettingsAPI:
+    return SettingsAPI(backends.client, backends.namespace)
+
+
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)

@@ -9,7 +9,7 @@ ring and the informer's one upstream watch, the way kube-apiserver's own watch c
 its one etcd watch. `open` answers a watch request's forwarded query parameters with a `CachedWatch`,
 an async iterator of stored-version events shaped like the lines of an upstream watch (`{"type",
 "object"}`, rendered by the proxy exactly as upstream ones), or None: then the proxy opens the upstream
-watch as before. Versions compare as integers, as registry/cachedreads.py explains.
+watch as before. Versions compare as integers, as cachedreads.py explains.
 
 resourceVersion rules (guide §3.4):
 - "" or "0": synthetic ADDED for every matching cached object (by name), then live changes. "" means
@@ -22,7 +22,7 @@ resourceVersion rules (guide §3.4):
   InstanceType events and upstream bookmarks (about a minute apart), while N may be any etcd revision
   (a list answered by the API server carries the revision of the moment, whatever kind made it): waiting
   could take a minute, and the API server answers it exactly and now.
-- `sendInitialEvents`, `resourceVersionMatch`, a selector registry/selectors.py does not parse, a bad
+- `sendInitialEvents`, `resourceVersionMatch`, a selector selectors.py does not parse, a bad
   `timeoutSeconds` or `allowWatchBookmarks`, and any parameter not in `WATCH_PARAMS`: upstream.
 
 Selectors are applied per change with transitions, as kube's watch cache does: an object that starts
@@ -62,8 +62,8 @@ from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from gpustack_operator.apiserver.registry.cachedreads import Informed, decimal, object_version
-from gpustack_operator.apiserver.registry.selectors import Match, parse_selectors
+from gpustack_operator.apiserver.registry.generic.cachedreads import Informed, decimal, object_version
+from gpustack_operator.apiserver.registry.generic.selectors import Match, parse_selectors
 from gpustack_operator.apiserver.status import StatusError
 from gpustack_operator.kube.informer import EventHandler
 from gpustack_operator.kube.resources import Resource

@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from gpustack_operator.apiserver.registry import instancetypes
-from gpustack_operator.apiserver.registry.watchcache import CachedWatch, WatchCache, watch_cache
+from gpustack_operator.apiserver.registry.generic.watchcache import CachedWatch, WatchCache, watch_cache
 from gpustack_operator.kube.informer import Informer
 from gpustack_operator.kube.resources import INSTANCE_TYPES
 from tests.helpers import eventually

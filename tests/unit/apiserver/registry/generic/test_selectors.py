@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator.apiserver.registry.selectors import (
+from gpustack_operator.apiserver.registry.generic.selectors import (
     parse_field_selector,
     parse_label_selector,
     parse_selectors,

@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from gpustack_operator.apiserver.negotiation import Representation
 from gpustack_operator.apiserver.registry import instancetypes
-from gpustack_operator.apiserver.registry.cachedreads import CachedReads
+from gpustack_operator.apiserver.registry.generic.cachedreads import CachedReads
 from gpustack_operator.kube.resources import INSTANCE_TYPES
 from gpustack_operator.kube.store import Store
 

@@ -20,7 +20,7 @@ them this way for NotOlderThan. From the cache:
   version is etcd's revision of the moment, not an InstanceType event the informer would ever see: it sets
   no floor.
 - `limit` only when everything that matches fits (no continue token is ever made).
-- Selectors as registry/selectors.py parses them.
+- Selectors as selectors.py parses them.
 To the API server: `resourceVersionMatch=Exact`, `continue`, `sendInitialEvents`, any parameter not named
 in `LIST_PARAMS`, a selector not parsed, an unsynced cache or one that lost its version (a 410 relist).
 
@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gpustack_operator.apiserver.negotiation import Representation
-from gpustack_operator.apiserver.registry.selectors import parse_selectors
+from gpustack_operator.apiserver.registry.generic.selectors import parse_selectors
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.store import Store
 

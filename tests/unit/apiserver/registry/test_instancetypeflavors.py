@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator.apiserver.registry.flavorlist import flavor_list
+from gpustack_operator.apiserver.registry.instancetypeflavors import flavor_list
 
 V1 = "worker.gpustack.ai/v1"
 

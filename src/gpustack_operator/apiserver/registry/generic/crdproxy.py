@@ -10,8 +10,8 @@ resourceVersions, continue tokens and the CRD's 410s pass through untouched: v1 
 revisions. The CRD's Status errors come back with their code, reason and message. Status-subresource rules
 (create drops status, /status writes only status) are the CRD's own, since /status goes to /status.
 Watches are streamed event by event, never buffered; a client that goes away cancels the upstream watch.
-GET and LIST may be answered from the worker's informer cache instead (registry/cachedreads.py says when),
-and WATCH from its one upstream watch (registry/watchcache.py); the answer is rendered by the same code
+GET and LIST may be answered from the worker's informer cache instead (cachedreads.py says when),
+and WATCH from its one upstream watch (watchcache.py); the answer is rendered by the same code
 either way.
 """
 
@@ -29,9 +29,13 @@ from multidict import CIMultiDict
 
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
-from gpustack_operator.apiserver.registry.cachedreads import CachedReads, Informed, decimal
-from gpustack_operator.apiserver.registry.representation import render_event, render_list, render_object
-from gpustack_operator.apiserver.registry.watchcache import Events, WatchCache, watch_cache
+from gpustack_operator.apiserver.registry.generic.cachedreads import CachedReads, Informed, decimal
+from gpustack_operator.apiserver.registry.generic.representation import (
+    render_event,
+    render_list,
+    render_object,
+)
+from gpustack_operator.apiserver.registry.generic.watchcache import Events, WatchCache, watch_cache
 from gpustack_operator.apiserver.requestinfo import is_watch
 from gpustack_operator.apiserver.status import (
     bad_request,
@@ -190,7 +194,7 @@ class CRDProxy:
             return resp
 
         cached = self.watches.open(params, floor=self.reads.floor) if self.watches else None
-        if cached is not None:  # served from the informer's one upstream watch (registry/watchcache.py)
+        if cached is not None:  # served from the informer's one upstream watch (watchcache.py)
             try:
                 return await send(cached, self.watches)
             finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack_operator.apiserver.registry.crdproxy import manager_from_user_agent
+from gpustack_operator.apiserver.registry.generic.crdproxy import manager_from_user_agent
 
 
 @pytest.mark.parametrize(

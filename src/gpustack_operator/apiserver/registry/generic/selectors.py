@@ -1,7 +1,7 @@
 """Label and field selectors of a LIST, parsed only as far as a cached list can answer them exactly.
 
 Why this module exists: the v1 InstanceType proxy serves lists from the worker's informer cache
-(registry/cachedreads.py), so it must filter the cache as kube-apiserver filters etcd. Rather than
+(cachedreads.py), so it must filter the cache as kube-apiserver filters etcd. Rather than
 reimplement every corner of kube's selector grammar, it parses the forms people and controllers write,
 checked as strictly as kube checks them, and answers None for everything else; the caller then asks the
 API server, which filters (or refuses with its own 400) exactly as before.

@@ -1,0 +1,1 @@
+"""Tests of gpustack_operator.apiserver.registry: one module per served resource."""

@@ -1,0 +1,1 @@
+"""Tests of gpustack_operator.apiserver.registry.generic: the store machinery every resource shares."""
