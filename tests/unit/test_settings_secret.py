@@ -6,12 +6,15 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from gpustack_operator.settings.catalog import CONTAINER_REGISTRY, INSTANCE_TYPE_AWARE_CPU_MANUFACTURER
 from gpustack_operator.settings.secret import (
     SECRET_NAME,
     backfill_patch,
     decode_values,
     encode,
     new_secret,
+    setting_flag,
+    setting_text,
     uid_annotation,
 )
 
@@ -88,3 +91,15 @@ def test_an_empty_secret_without_data_is_filled() -> None:
     assert patch is not None
     assert decode_values(patch) == VALUES
     assert "resourceVersion" not in patch["metadata"]
+
+
+def test_a_setting_is_read_one_way_falling_back_to_its_default_whatever_is_wrong() -> None:
+    aware = INSTANCE_TYPE_AWARE_CPU_MANUFACTURER
+    registry = CONTAINER_REGISTRY
+    stored = {"data": {aware.name: encode("true"), registry.name: encode("registry.example")}}
+    assert setting_flag(stored, aware) is True
+    assert setting_text(stored, registry) == "registry.example"
+    assert setting_flag(None, aware) is False, "no Secret: the default"
+    assert setting_flag({"data": {}}, aware) is False, "no key: the default"
+    assert setting_flag({"data": {aware.name: encode("maybe")}}, aware) is False, "not a boolean: the default"
+    assert setting_text({"data": {registry.name: "%%% not base64"}}, registry) == registry.default

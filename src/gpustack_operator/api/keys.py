@@ -120,8 +120,6 @@ FAMILY_SUFFIX: Final = ".family"
 COMPUTE_CAPABILITY_SUFFIX: Final = ".comcap"
 DRIVER_VERSION_SUFFIX: Final = ".driver-version"
 RUNTIME_VERSION_SUFFIX: Final = ".runtime-version"
-SLICED_PARTITIONS_SUFFIX: Final = ".sliced.partitions"
-"""Admin label `<aKey>.sliced.partitions=<N>` (older step)."""
 
 # --- Annotations ----------------------------------------------------------------------------------------
 

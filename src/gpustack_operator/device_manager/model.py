@@ -71,13 +71,5 @@ class Backend(Protocol):
         ...
 
 
-class MetricsSource(Protocol):
-    """A backend that can also read utilisation (NVML, amdsmi, the simulated backend)."""
-
-    def metrics(self) -> list[Metrics]:
-        """Live readings of every card; raises DetectionError when the source fails."""
-        ...
-
-
 class DetectionError(RuntimeError):
     """A backend could not be read at all (not: a card is unhealthy, which is a fact about the card)."""

@@ -37,10 +37,6 @@ log = logging.getLogger(__name__)
 FIELD_MANAGER: Final = "gpustack-device-manager"
 
 
-def node_feature_name(node: str) -> str:
-    return node + DEVICE_MANAGER_NODE_FEATURE_SUFFIX
-
-
 def desired_node_feature(node: Mapping[str, Any], namespace: str, groups: Sequence[DevicesGroup]) -> JSONObj:
     labels = construct_acceleratable_node_labels(groups)
     return node_feature(node, DEVICE_MANAGER_NODE_FEATURE_SUFFIX, namespace, labels)

@@ -10,18 +10,23 @@ import os
 from collections.abc import Mapping
 from typing import Final
 
+from gpustack_operator.settings.admission import parse_bool
+
 Environ = Mapping[str, str]
 """The environment as a read-only mapping."""
 
 DEFAULT_ENVIRON: Final[Environ] = os.environ
 """The process environment, read live at call time."""
 
-_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-
 
 def env_flag(name: str, environ: Environ = DEFAULT_ENVIRON) -> bool:
-    """True when ``name`` holds a true value in Go's strconv.ParseBool spelling; anything else is false."""
-    return environ.get(name, "") in _TRUE
+    """True when ``name`` holds a true value in Go's strconv.ParseBool spelling (settings' own parse; the
+    worker and the device manager refuse anything else at start, see settings.environment); false
+    otherwise."""
+    try:
+        return parse_bool(environ.get(name, "false"))
+    except ValueError:
+        return False
 
 
 def env_text(name: str, environ: Environ = DEFAULT_ENVIRON) -> str:

@@ -13,6 +13,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from gpustack_operator.settings.setting import Setting
+
 SECRET_NAME: Final = "gpustack-settings"
 TYPE_LABEL: Final = "resource.gpustack.ai/type"
 TYPE_VALUE: Final = "settings"
@@ -81,3 +83,24 @@ def new_secret(
         "metadata": {"name": SECRET_NAME, "namespace": namespace, **patch["metadata"]},
         "data": patch.get("data", {}),
     }
+
+
+def setting_text(secret: Mapping[str, Any] | None, setting: Setting) -> str:
+    """The value of `setting` in the settings Secret object as read from the API (None: there is none);
+    its default when the Secret or the key is missing or the data does not decode. The one tolerant read
+    of a setting: callers that must not fail on a malformed Secret (a webhook, a list) use it, and the
+    controllers report the malformed value separately."""
+    if secret is None:
+        return setting.default
+    try:
+        return setting.value_in(decode_values(secret))
+    except ValueError:
+        return setting.default
+
+
+def setting_flag(secret: Mapping[str, Any] | None, setting: Setting) -> bool:
+    """A boolean setting read as `setting_text` does; its default when the value is not a boolean."""
+    try:
+        return setting.bool_in({setting.name: setting_text(secret, setting)})
+    except ValueError:
+        return setting.bool_in({})

@@ -55,7 +55,6 @@ from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.rules.naming.flavors import pool_name
 from gpustack_operator.settings import secret
-from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.catalog import INSTANCE_TYPE_AWARE_CPU_MANUFACTURER
 
 __all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "FlavorList", "flavor_list"]
@@ -257,11 +256,7 @@ class FlavorList:
 
     async def _aware(self) -> bool:
         stored = await self.client.get_or_none(resources.SECRETS, secret.SECRET_NAME, self.settings_namespace)
-        text = secret.decode_values(stored or {}).get(INSTANCE_TYPE_AWARE_CPU_MANUFACTURER.name, "")
-        try:
-            return parse_bool(text) if text else False
-        except ValueError:
-            return False
+        return secret.setting_flag(stored, INSTANCE_TYPE_AWARE_CPU_MANUFACTURER)
 
 
 def _storage(backends: Backends) -> FlavorList:

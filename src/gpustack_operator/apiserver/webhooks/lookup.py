@@ -19,8 +19,7 @@ from gpustack_operator.api.names import is_dns_subdomain, is_label_name
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.store import Store
-from gpustack_operator.settings.admission import parse_bool
-from gpustack_operator.settings.secret import decode_values
+from gpustack_operator.settings.secret import setting_flag, setting_text
 from gpustack_operator.settings.setting import Setting
 
 __all__ = ["Cached", "Lookups"]
@@ -106,17 +105,8 @@ class Lookups:
 
     async def text(self, setting: Setting) -> str:
         """A setting's value; its default when the Secret or the key is missing or does not decode."""
-        secret = await self._secret()
-        if secret is None:
-            return setting.default
-        try:
-            return decode_values(secret).get(setting.name, setting.default)
-        except ValueError:
-            return setting.default
+        return setting_text(await self._secret(), setting)
 
     async def flag(self, setting: Setting) -> bool:
         """A boolean setting; its default when the value is not a boolean (the controllers report it)."""
-        try:
-            return parse_bool(await self.text(setting))
-        except ValueError:
-            return parse_bool(setting.default)
+        return setting_flag(await self._secret(), setting)
