@@ -43,10 +43,10 @@ from tests.integration.chain_support import running_controllers
 
 from gpustack_operator.api.keys import CREDITS_PREFIX
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK as CHECK
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllers import admission_check, admission_check_active
 from gpustack_operator.controllers.admission_check import NAME as CHECK_NAME
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.informer import Informer

@@ -37,8 +37,8 @@ import pytest_asyncio
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK as CHECK
 from gpustack_operator.api.keys import SETTINGS_SECRET
 from gpustack_operator.api.quantity import Quantity
+from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllers import admission_check
-from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.controllers.setup import CONTROLLERS
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client

@@ -21,9 +21,9 @@ from gpustack_operator.api.keys import (
     NODE_DEVICES_ADMISSION_CHECK,
     NODE_DEVICES_CONTROLLER_NAME,
 )
+from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllers import instance_type, node_queue
 from gpustack_operator.controllers.flavor_objects import resource_flavor
-from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import (

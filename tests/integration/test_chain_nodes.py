@@ -15,8 +15,8 @@ import pytest_asyncio
 
 from gpustack_operator.api.keys import MANAGED_LABEL, SETTINGS_SECRET
 from gpustack_operator.api.quantity import Quantity
+from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllers import node_capacity, node_devices, node_feature
-from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
 from tests.helpers import eventually

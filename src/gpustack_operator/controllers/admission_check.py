@@ -52,14 +52,15 @@ from typing import Any, Final
 from gpustack_operator.api.conditions import is_true, rfc3339
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK as CHECK
 from gpustack_operator.api.types.kueue_workload import CheckState, WorkloadCondition
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.predicates import JSONObj
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_, mapped, reads
 from gpustack_operator.controllers import indexers
 from gpustack_operator.controllers.admission_pool import PoolCards, waiting_on_devices
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.predicates import JSONObj
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import for_, mapped, reads
+from gpustack_operator.controllers.dependencies import Dependencies
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, RESOURCE_FLAVORS, WORKLOADS

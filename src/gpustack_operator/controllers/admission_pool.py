@@ -16,10 +16,10 @@ import logging
 from typing import Any
 
 from gpustack_operator.api.keys import ACCELERATABLE_FEATURE_PREFIX, COUNT_SUFFIX
-from gpustack_operator.controllers.cache import Cache
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.watches import KeyFunc
 from gpustack_operator.controllers.indexers import POOL_LABEL, WORKLOAD_WAITING_FLAVOR, devices_pool
 from gpustack_operator.controllers.pools import matches, name_of, selected
-from gpustack_operator.controllers.watches import KeyFunc
 from gpustack_operator.kube.resources import DEVICES, RESOURCE_FLAVORS, WORKLOADS
 from gpustack_operator.kube.store import object_key
 from gpustack_operator.rules.capacity.views import MalformedLedgerError, pool_card_rows, unhealthy_cards

@@ -16,18 +16,15 @@ from __future__ import annotations
 from typing import Any, Final
 
 from gpustack_operator.api.keys import (
-    NODE_FLAVOR_INDEX,
     RESOURCE_TYPE_INSTANCE_TYPES,
     RESOURCE_TYPE_LABEL,
     RESOURCE_TYPE_NODES,
 )
-from gpustack_operator.controllers.contributions import node_flavor_index
-from gpustack_operator.controllers.spec import Index
+from gpustack_operator.controllerkit.spec import Index
 from gpustack_operator.kube.resources import (
     CLUSTER_QUEUES,
     DEVICES,
     LOCAL_QUEUES,
-    NODES,
     RESOURCE_FLAVORS,
     WORKLOADS,
 )
@@ -40,8 +37,6 @@ __all__ = [
     "DEVICES_BY_POOL",
     "LOCAL_QUEUES_BY_CLUSTER_QUEUE",
     "LOCAL_QUEUE_CLUSTER_QUEUE",
-    "NODES_BY_FLAVOR",
-    "NODE_FLAVOR",
     "POOL_LABEL",
     "RESOURCE_FLAVORS_BY_POOL",
     "WORKLOADS_BY_CLUSTER_QUEUE",
@@ -172,8 +167,3 @@ def devices_pool(devices: JSONObj) -> list[str]:
 CLUSTER_QUEUES_BY_POOL = Index(CLUSTER_QUEUES, POOL_LABEL, cluster_queue_pool)
 RESOURCE_FLAVORS_BY_POOL = Index(RESOURCE_FLAVORS, POOL_LABEL, resource_flavor_pool)
 DEVICES_BY_POOL = Index(DEVICES, POOL_LABEL, devices_pool)
-
-
-NODE_FLAVOR: Final = NODE_FLAVOR_INDEX
-"""`nodes.schedule.gpustack.ai/flavor` (contract §5.4): the ResourceFlavors a managed node contributes to."""
-NODES_BY_FLAVOR = Index(NODES, NODE_FLAVOR, node_flavor_index)

@@ -18,8 +18,14 @@ from typing import Any
 
 from gpustack_operator.api.keys import CONTROLLED_FINALIZER
 from gpustack_operator.api.types.kueue import StopPolicy
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.predicates import JSONObj
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result, TerminalError
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_, mapped
 from gpustack_operator.controllers import indexers
-from gpustack_operator.controllers.cache import Cache
+from gpustack_operator.controllers.dependencies import Dependencies
 from gpustack_operator.controllers.instancetype_queue import (
     InactiveAction,
     InvalidInstanceTypeError,
@@ -38,12 +44,7 @@ from gpustack_operator.controllers.pools import (
     pool_devices,
     queues_of_devices,
 )
-from gpustack_operator.controllers.predicates import JSONObj
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result, TerminalError
 from gpustack_operator.controllers.settingsview import SettingsView
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, INSTANCE_TYPES

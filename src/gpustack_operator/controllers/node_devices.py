@@ -16,13 +16,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpustack_operator.api.keys import GENERAL_FEATURE_PREFIX, MANAGED_LABEL
-from gpustack_operator.controllers.cache import Cache
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.problems import ProblemReporter
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_, mapped
+from gpustack_operator.controllers.dependencies import PER_NODE_WORKERS, Dependencies
 from gpustack_operator.controllers.node_capacity import same_name
-from gpustack_operator.controllers.problems import ProblemReporter
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result
-from gpustack_operator.controllers.spec import PER_NODE_WORKERS, ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import DEVICES, NODES
 from gpustack_operator.rules.naming.labels import TRUE

@@ -3,7 +3,7 @@
 Why this module exists: kueue's `SetupControllers` shows the shape; one function builds every reconciler
 with its dependencies and registers it, so worker/start.py never names a controller and a new controller is
 one line in `CONTROLLERS`. Each entry is a controller module's factory `(Dependencies) -> ControllerSpec`
-(controllers.spec). The manager's cache and event recorder go into Dependencies here, so no reconciler can
+(controllerkit.spec). The manager's cache and event recorder go into Dependencies here, so no reconciler can
 be handed another cache. A factory or registration that fails raises `ControllerSetupError` naming the
 controller, before anything runs. After setup, `manager.rbac()` lists the API verbs the worker's
 controllers need.
@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllers import (
     admission_check,
     admission_check_active,
@@ -27,8 +28,7 @@ from gpustack_operator.controllers import (
     node_queue,
     node_queue_entrance,
 )
-from gpustack_operator.controllers.manager import Manager
-from gpustack_operator.controllers.spec import ControllerFactory, Dependencies, utc_now
+from gpustack_operator.controllers.dependencies import ControllerFactory, Dependencies, utc_now
 from gpustack_operator.kube.client import Client
 from gpustack_operator.settings.environment import Environment
 

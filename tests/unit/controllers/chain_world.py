@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpustack_operator.api.keys import SETTINGS_SECRET
-from gpustack_operator.controllers.manager import Manager
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllers.dependencies import ControllerFactory
 from gpustack_operator.controllers.setup import setup_controllers
-from gpustack_operator.controllers.spec import ControllerFactory
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import FIELD_MANAGER, MERGE_PATCH
 from gpustack_operator.kube.patches import merge_patch
@@ -27,8 +27,8 @@ from gpustack_operator.kube.resources import SECRETS, Resource
 from gpustack_operator.kube.store import object_key
 from gpustack_operator.settings.environment import Environment
 from tests.helpers import eventually, yield_to_loop
+from tests.unit.controllerkit.fakes import FakeInformer, FakeInformers, FakeRecorder, running
 
-from .fakes import FakeInformer, FakeInformers, FakeRecorder, running
 from .writes import RecordingClient
 
 SYSTEM = "gpustack-system"

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from gpustack_operator.api.keys import MANAGED_LABEL, SETTINGS_SECRET
+from gpustack_operator.controllerkit.problems import ProblemReporter
 from gpustack_operator.controllers import instance_type, node_devices, node_feature, node_flavor
-from gpustack_operator.controllers.problems import ProblemReporter
 from gpustack_operator.kube.resources import DEVICES, INSTANCE_TYPES, NODE_FEATURES, NODES, SECRETS
+from tests.unit.controllerkit.fakes import FakeRecorder
 
 from .chain_world import SYSTEM, World, world
-from .fakes import FakeRecorder
 
 JSONObj = dict[str, Any]
 VENDOR = "feature.node.kubernetes.io/cpu-model."

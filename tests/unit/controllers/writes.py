@@ -19,8 +19,7 @@ from gpustack_operator.kube.client import FIELD_MANAGER, MERGE_PATCH, Client
 from gpustack_operator.kube.patches import merge_patch
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.store import object_key
-
-from .fakes import FakeInformers
+from tests.unit.controllerkit.fakes import FakeInformers
 
 JSONObj = dict[str, Any]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator.controllers.predicates import (
+from gpustack_operator.controllerkit.predicates import (
     Predicate,
     all_of,
     annotations_changed,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from gpustack_operator.controllers.watches import InformerKey, Watch
+from gpustack_operator.controllerkit.watches import InformerKey, Watch
 from gpustack_operator.kube.informer import EventHandler
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.store import IndexFunc, JSONObj, Store
