@@ -37,7 +37,7 @@ from tests.integration.chain_support import running_controllers
 
 from gpustack_operator.api.keys import CREDITS_PREFIX
 from gpustack_operator.api.types.devices import DeviceAllocationMode
-from gpustack_operator.controllers import admission_check
+from gpustack_operator.controllers import node_devices_admission_check
 from gpustack_operator.device_manager import reporting
 from gpustack_operator.device_manager.grouping import group_cards
 from gpustack_operator.kube import resources
@@ -176,9 +176,9 @@ async def run(nodes: int, decisions: int, seed: int) -> None:
         assert any(v == TRUE for v in node_labels.values()), node_labels
         await kube.create(resources.RESOURCE_FLAVORS, flavor(node_labels))
 
-        async with running_controllers(kube, [admission_check.controller]) as manager:
-            rec = manager.controllers[admission_check.NAME].spec.reconciler
-            assert isinstance(rec, admission_check.NodeDevicesAdmissionReconciler)
+        async with running_controllers(kube, [node_devices_admission_check.controller]) as manager:
+            rec = manager.controllers[node_devices_admission_check.NAME].spec.reconciler
+            assert isinstance(rec, node_devices_admission_check.NodeDevicesAdmissionReconciler)
 
             async def cached() -> bool:
                 return len(rec.cache.list(resources.DEVICES)) >= nodes and bool(
@@ -196,7 +196,7 @@ async def run(nodes: int, decisions: int, seed: int) -> None:
 
 
 def measure(
-    rec: admission_check.NodeDevicesAdmissionReconciler, decisions: int, seed: int
+    rec: node_devices_admission_check.NodeDevicesAdmissionReconciler, decisions: int, seed: int
 ) -> tuple[list[float], dict[str, list[tuple[float, bool]]]]:
     rng = random.Random(seed + 1)
     held: deque[str] = deque()

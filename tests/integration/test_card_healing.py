@@ -27,9 +27,9 @@ from typing import Any
 import pytest_asyncio
 
 from gpustack_operator.controllers import (
+    devices_labels,
     instance_type,
     node_capacity,
-    node_devices,
     node_feature,
     node_flavor,
     node_queue,
@@ -62,7 +62,7 @@ VIEWS = {"accelerator": 1, "acceleratorShared": 10, "acceleratorSliced": 100}
 FACTORIES = (
     node_feature.controller,
     node_capacity.controller,
-    node_devices.controller,
+    devices_labels.controller,
     node_flavor.controller,
     instance_type.controller,
     node_queue.controller,

@@ -23,7 +23,7 @@ from gpustack_operator.api.keys import (
 )
 from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllers import instance_type, node_queue
-from gpustack_operator.controllers.flavor_objects import resource_flavor
+from gpustack_operator.controllers.node_flavor_objects import resource_flavor
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import (

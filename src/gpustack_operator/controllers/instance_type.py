@@ -1,8 +1,8 @@
 """InstanceTypeReconciler: every InstanceType has its ClusterQueue, labelled for its pool, and a live status.
 
 The InstanceType is what users pick and what workloads queue for; Kueue only knows the ClusterQueue of the
-same name. This reconciler owns that queue's existence and labels (controllers.instancetype_queue), the
-admin's Inactive switch as Hold↔None on it, and the type's status (controllers.instancetype_status), which
+same name. This reconciler owns that queue's existence and labels (controllers.instance_type_queue), the
+admin's Inactive switch as Hold↔None on it, and the type's status (controllers.instance_type_status), which
 moves with the queue and with every Devices ledger of the pool. It never fills the quota (NodeQueue does)
 and never authors or deletes an InstanceType. A finalizer makes deletion a delete-then-wait teardown: the
 type turns Inactive, its queue is deleted once (the NodeQueue reconciler drains it), and the finalizer goes
@@ -26,7 +26,7 @@ from gpustack_operator.controllerkit.spec import ControllerSpec
 from gpustack_operator.controllerkit.watches import for_, mapped
 from gpustack_operator.controllers import indexers
 from gpustack_operator.controllers.dependencies import Dependencies
-from gpustack_operator.controllers.instancetype_queue import (
+from gpustack_operator.controllers.instance_type_queue import (
     InactiveAction,
     InvalidInstanceTypeError,
     inactive_action,
@@ -34,8 +34,8 @@ from gpustack_operator.controllers.instancetype_queue import (
     new_cluster_queue,
     queue_labels,
 )
-from gpustack_operator.controllers.instancetype_status import desired_status, status_patch, stop_policy
-from gpustack_operator.controllers.instancetype_status import terminating_status as terminating
+from gpustack_operator.controllers.instance_type_status import desired_status, status_patch, stop_policy
+from gpustack_operator.controllers.instance_type_status import terminating_status as terminating
 from gpustack_operator.controllers.pools import (
     deleting,
     every,

@@ -16,13 +16,13 @@ from __future__ import annotations
 from typing import Any, cast
 
 from gpustack_operator.api.keys import WORKER_NODE_FEATURE_SUFFIX
+from gpustack_operator.api.names import label_problem
 from gpustack_operator.controllerkit.cache import Cache
 from gpustack_operator.controllerkit.problems import ProblemReporter
 from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.controllerkit.reconciler import DONE, Result
 from gpustack_operator.controllerkit.spec import ControllerSpec
 from gpustack_operator.controllerkit.watches import for_, owns
-from gpustack_operator.controllers.contributions import label_problem
 from gpustack_operator.controllers.dependencies import PER_NODE_WORKERS, Dependencies
 from gpustack_operator.controllers.pools import every
 from gpustack_operator.controllers.settingsview import SettingsView

@@ -35,14 +35,18 @@ from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.controllerkit.reconciler import DONE, Result
 from gpustack_operator.controllerkit.spec import ControllerSpec, Index
 from gpustack_operator.controllerkit.watches import for_, mapped
-from gpustack_operator.controllers.contributions import (
+from gpustack_operator.controllers.dependencies import Dependencies
+from gpustack_operator.controllers.node_flavor_contributions import (
     contribution_changed,
     node_flavor_index,
     node_flavor_names,
     node_flavors,
 )
-from gpustack_operator.controllers.dependencies import Dependencies
-from gpustack_operator.controllers.flavor_objects import derived_instance_type, flavor_patch, resource_flavor
+from gpustack_operator.controllers.node_flavor_objects import (
+    derived_instance_type,
+    flavor_patch,
+    resource_flavor,
+)
 from gpustack_operator.controllers.settingsview import SettingsView
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client

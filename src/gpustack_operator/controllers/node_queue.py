@@ -29,7 +29,7 @@ from gpustack_operator.controllerkit.spec import ControllerSpec
 from gpustack_operator.controllerkit.watches import KeyFunc, for_, mapped
 from gpustack_operator.controllers import indexers
 from gpustack_operator.controllers.dependencies import Dependencies
-from gpustack_operator.controllers.instancetype_status import stop_policy
+from gpustack_operator.controllers.instance_type_status import stop_policy
 from gpustack_operator.controllers.pools import (
     deleting,
     every,

@@ -17,12 +17,12 @@ from datetime import datetime
 
 from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllers import (
-    admission_check,
-    admission_check_active,
+    devices_labels,
     instance,
     instance_type,
     node_capacity,
-    node_devices,
+    node_devices_admission_check,
+    node_devices_admission_check_active,
     node_feature,
     node_flavor,
     node_queue,
@@ -39,13 +39,13 @@ log = logging.getLogger(__name__)
 CONTROLLERS: tuple[ControllerFactory, ...] = (
     node_feature.controller,
     node_capacity.controller,
-    node_devices.controller,
+    devices_labels.controller,
     node_flavor.controller,
     instance_type.controller,
     node_queue.controller,
     node_queue_entrance.controller,
-    admission_check_active.controller,
-    admission_check.controller,
+    node_devices_admission_check_active.controller,
+    node_devices_admission_check.controller,
     instance.controller,
 )
 """The worker's controllers, in registration order; the scheduling chain's reconcilers join here."""

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gpustack_operator.controllers import instance_type, node_queue
-from gpustack_operator.controllers.instancetype_queue import new_cluster_queue, queue_labels
+from gpustack_operator.controllers.instance_type_queue import new_cluster_queue, queue_labels
 from gpustack_operator.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,

@@ -9,7 +9,7 @@ import pytest
 from gpustack_operator.controllerkit.cache import Cache
 from gpustack_operator.controllerkit.watches import reads
 from gpustack_operator.controllers import indexers
-from gpustack_operator.controllers.instancetype_queue import queue_labels
+from gpustack_operator.controllers.instance_type_queue import queue_labels
 from gpustack_operator.controllers.pools import (
     devices_selector,
     pool_devices,

@@ -1,4 +1,4 @@
-"""NodeDevicesReconciler: the node's management mark and CPU keys copied from each Node onto its Devices.
+"""DevicesLabelsReconciler: the node's management mark and CPU keys copied from each Node onto its Devices.
 
 The per-card ledger (Devices `<node>`) is written by the node's device manager, which must not decide
 whether its node is managed (an admin's or the worker's call, made on the Node's `gpustack.ai/managed`
@@ -33,7 +33,7 @@ UNKNOWN_MANUFACTURER = "UnknownManufacturer"
 """Reason of the Warning Event on a Devices object with a group of an unknown manufacturer."""
 
 
-class NodeDevicesReconciler:
+class DevicesLabelsReconciler:
     def __init__(self, client: Client, cache: Cache, problems: ProblemReporter | None = None) -> None:
         self.client, self.cache = client, cache
         self.problems = problems or ProblemReporter(None)
@@ -77,7 +77,7 @@ def copied_labels(labels: Mapping[str, str]) -> dict[str, str]:
 def controller(deps: Dependencies) -> ControllerSpec:
     return ControllerSpec(
         name="node-devices",
-        reconciler=NodeDevicesReconciler(deps.client, deps.cache, deps.problems()),
+        reconciler=DevicesLabelsReconciler(deps.client, deps.cache, deps.problems()),
         primary=for_(DEVICES),
         watches=(mapped(NODES, same_name),),
         rbac=(Rule.of(DEVICES, "patch"),),

@@ -26,8 +26,8 @@ from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.controllerkit.reconciler import DONE, Result
 from gpustack_operator.controllerkit.spec import ControllerSpec
 from gpustack_operator.controllerkit.watches import for_
-from gpustack_operator.controllers.admission_check import FIELD_MANAGER
 from gpustack_operator.controllers.dependencies import Dependencies
+from gpustack_operator.controllers.node_devices_admission_check import FIELD_MANAGER
 from gpustack_operator.controllers.pools import deleting
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
