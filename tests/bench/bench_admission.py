@@ -41,6 +41,7 @@ from tests.bench.bench_chain import bounded, control_only_sandbox
 from tests.helpers import eventually
 from tests.integration.chain_support import running_controllers
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CREDITS_PREFIX
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK as CHECK
 from gpustack_operator.controllerkit.cache import Cache
@@ -55,7 +56,6 @@ from gpustack_operator.runtime import Supervisor
 from gpustack_operator.sandbox import kueue
 from gpustack_operator.worker.prepare import install_admission_check
 
-JSONObj = dict[str, Any]
 JOBS_API = resources.Resource("batch", "v1", "jobs", "Job", namespaced=True)
 GOAL = 0.9
 

@@ -29,12 +29,12 @@ import statistics
 import time
 from collections import deque
 from functools import partial
-from typing import Any
 
 from tests.bench.bench_chain import EPYC, bounded, cards, control_only_sandbox, node_object
 from tests.helpers import eventually
 from tests.integration.chain_support import running_controllers
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CREDITS_PREFIX
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.controllers import node_devices_admission_check
@@ -47,7 +47,6 @@ from gpustack_operator.rules.naming.groups import accelerator_key
 from gpustack_operator.rules.naming.labels import TRUE
 from gpustack_operator.sandbox.inventory import GPU, InventoryNode
 
-JSONObj = dict[str, Any]
 H100 = GPU("nvidia", "NVIDIA H100 80GB HBM3", 8, 81559)
 FLAVOR = "bench-h100"
 GOAL_P99_MS = 50.0

@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest_asyncio
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK as CHECK
 from gpustack_operator.api.keys import SETTINGS_SECRET
 from gpustack_operator.api.quantity import Quantity
@@ -67,7 +68,6 @@ from tests.integration.test_chain_scenarios_pools import (
 )
 from tests.integration.test_device_plugin import allocation, cards_of, ledger
 
-JSONObj = dict[str, Any]
 H100 = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 NODES = ("h100-0", "h100-1")
 GATE = "kueue.x-k8s.io/admission"

@@ -22,7 +22,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest_asyncio
 
@@ -47,7 +46,6 @@ from tests.integration.test_admission_check import retire_inventory_pools
 from tests.integration.test_chain_scenarios_pools import POOLS, found_before, leave_as_found
 from tests.integration.test_device_plugin import ledger
 
-JSONObj = dict[str, Any]
 NODE = "a10-0"
 CARDS = [simulated_uuid(NODE, "nvidia", index) for index in range(4)]
 A10 = "gpustack--nvidia-a10-linux-amd64"

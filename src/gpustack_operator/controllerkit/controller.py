@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 from functools import partial
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllerkit.cache import SharedInformer
 from gpustack_operator.controllerkit.metrics import Metrics
-from gpustack_operator.controllerkit.predicates import JSONObj
 from gpustack_operator.controllerkit.reconciler import TerminalError
 from gpustack_operator.controllerkit.spec import ControllerSpec
 from gpustack_operator.controllerkit.watches import Watch

@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpustack_operator.controllerkit.predicates import JSONObj, Predicate
+from gpustack_operator.api.json import JSONObj
+from gpustack_operator.controllerkit.predicates import Predicate
 from gpustack_operator.kube.informer import object_key
 from gpustack_operator.kube.resources import Resource
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import (
     RESOURCE_TYPE_INSTANCE_TYPES,
     RESOURCE_TYPE_LABEL,
@@ -48,13 +49,12 @@ __all__ = [
     "cluster_queue_pool",
     "devices_pool",
     "label_pair",
+    "labels_of",
     "local_queue_cluster_queue",
     "resource_flavor_pool",
     "workload_cluster_queue",
     "workload_waiting_flavors",
 ]
-
-JSONObj = dict[str, Any]
 
 
 def _at(obj: Any, *path: str) -> Any:
@@ -137,13 +137,14 @@ def label_pair(key: str, value: str) -> str:
     return f"{key}={value}"
 
 
-def _labels(obj: JSONObj) -> dict[str, str]:
+def labels_of(obj: JSONObj) -> dict[str, str]:
+    """The object's labels with string values (none when metadata or labels are malformed)."""
     labels = _at(obj, "metadata", "labels")
     return {k: v for k, v in labels.items() if isinstance(v, str)} if isinstance(labels, dict) else {}
 
 
 def _pool_pairs(obj: JSONObj, owner: str) -> list[str]:
-    labels = _labels(obj)
+    labels = labels_of(obj)
     if labels.get(RESOURCE_TYPE_LABEL) != owner:
         return []
     return sorted(label_pair(k, v) for k, v in (pool_flavor_selector(labels) or {}).items())
@@ -161,7 +162,9 @@ def resource_flavor_pool(rf: JSONObj) -> list[str]:
 
 def devices_pool(devices: JSONObj) -> list[str]:
     """A Devices ledger is filed under each feature key it is labelled `true` with."""
-    return sorted(label_pair(k, v) for k, v in _labels(devices).items() if is_feature_key(k) and v == "true")
+    return sorted(
+        label_pair(k, v) for k, v in labels_of(devices).items() if is_feature_key(k) and v == "true"
+    )
 
 
 CLUSTER_QUEUES_BY_POOL = Index(CLUSTER_QUEUES, POOL_LABEL, cluster_queue_pool)

@@ -24,10 +24,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import RESOURCE_TYPE_INSTANCES, RESOURCE_TYPE_LABEL
 from gpustack_operator.api.types.kueue import StopPolicy
 from gpustack_operator.controllerkit.cache import Cache
-from gpustack_operator.controllerkit.predicates import JSONObj
 from gpustack_operator.controllerkit.problems import ProblemReporter
 from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.controllerkit.reconciler import DONE, Result

@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CONTROLLED_FINALIZER
 from gpustack_operator.api.types.kueue import StopPolicy
 from gpustack_operator.controllerkit.cache import Cache
-from gpustack_operator.controllerkit.predicates import JSONObj
 from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.controllerkit.reconciler import DONE, Result, TerminalError
 from gpustack_operator.controllerkit.spec import ControllerSpec
@@ -39,7 +39,6 @@ from gpustack_operator.controllers.instance_type_status import terminating_statu
 from gpustack_operator.controllers.pools import (
     deleting,
     every,
-    labels_of,
     owned_queue,
     pool_devices,
     queues_of_devices,
@@ -84,7 +83,7 @@ class InstanceTypeReconciler:
             return DONE  # its add event brings us back to fill in the status
         if deleting(queue):
             return Result(requeue_after=WAIT_FOR_QUEUE)  # recreated once it is gone
-        patch = label_patch(labels_of(queue), labels)
+        patch = label_patch(indexers.labels_of(queue), labels)
         if patch is not None:
             queue = await self._patch_queue(key, patch)
             log.info("instancetype=%s aligned the labels of its cluster queue", key)

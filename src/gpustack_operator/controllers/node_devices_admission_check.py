@@ -51,10 +51,10 @@ from datetime import datetime
 from typing import Any, Final
 
 from gpustack_operator.api.conditions import is_true, rfc3339
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK as CHECK
 from gpustack_operator.api.types.kueue_workload import CheckState, WorkloadCondition
 from gpustack_operator.controllerkit.cache import Cache
-from gpustack_operator.controllerkit.predicates import JSONObj
 from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.controllerkit.reconciler import DONE, Result
 from gpustack_operator.controllerkit.spec import ControllerSpec

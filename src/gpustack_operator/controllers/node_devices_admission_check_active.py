@@ -18,10 +18,10 @@ from datetime import datetime
 from typing import Final
 
 from gpustack_operator.api.conditions import find_condition, generation_of, set_condition, status_conditions
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import NODE_DEVICES_CONTROLLER_NAME
 from gpustack_operator.api.types.kueue import ACTIVE
 from gpustack_operator.controllerkit.cache import Cache
-from gpustack_operator.controllerkit.predicates import JSONObj
 from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.controllerkit.reconciler import DONE, Result
 from gpustack_operator.controllerkit.spec import ControllerSpec

@@ -13,8 +13,8 @@ same labels to the flavors, then to the workloads waiting on them (WORKLOADS_WAI
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import ACCELERATABLE_FEATURE_PREFIX, COUNT_SUFFIX
 from gpustack_operator.controllerkit.cache import Cache
 from gpustack_operator.controllerkit.watches import KeyFunc
@@ -29,7 +29,6 @@ from gpustack_operator.rules.naming.labels import TRUE
 __all__ = ["PoolCards", "flavor_group", "flavor_selector", "waiting_on_devices"]
 
 log = logging.getLogger(__name__)
-JSONObj = dict[str, Any]
 
 
 def flavor_selector(flavor: JSONObj) -> dict[str, str]:

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import (
     DERIVED_FROM_NODE_LABEL,
     NODE_FLAVOR_INDEX,
@@ -63,7 +64,6 @@ __all__ = ["FIELD_MANAGER", "NodeFlavorReconciler", "controller"]
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "gpustack-node-flavor"
-JSONObj = dict[str, Any]
 
 NODE_FLAVOR: Final = NODE_FLAVOR_INDEX
 """`nodes.schedule.gpustack.ai/flavor` (contract §5.4): the ResourceFlavors a managed node contributes to."""

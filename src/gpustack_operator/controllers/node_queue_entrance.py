@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import QUEUE_ANNOTATION, RESOURCE_TYPE_INSTANCE_TYPES, RESOURCE_TYPE_LABEL
 from gpustack_operator.api.types import kueue
 from gpustack_operator.controllerkit.cache import Cache
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "gpustack-node-queue-entrance"
 KUBE_SYSTEM = "kube-system"
-JSONObj = dict[str, Any]
 Keys = Callable[[JSONObj], list[str]]
 
 

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllerkit.reconciler import DONE, Result, TerminalError
 from gpustack_operator.controllerkit.watches import InformerKey
@@ -22,8 +23,6 @@ from gpustack_operator.kube.informer import EventHandler
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.store import IndexFunc, Store, object_key
 from gpustack_operator.runtime import Supervisor
-
-JSONObj = dict[str, Any]
 
 
 def obj(

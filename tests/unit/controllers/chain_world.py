@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import SETTINGS_SECRET
 from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllers.dependencies import ControllerFactory
@@ -33,7 +34,6 @@ from .writes import RecordingClient
 
 SYSTEM = "gpustack-system"
 DELETED_AT = "2025-01-01T00:00:00Z"
-JSONObj = dict[str, Any]
 
 
 _LIST_MAP_KEYS = ("name", "type")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator.controllerkit.predicates import JSONObj
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllers.indexers import (
     cluster_queue_flavors,
     local_queue_cluster_queue,

@@ -7,8 +7,7 @@ merges them back by entry name and refuses a stale resourceVersion.
 
 from __future__ import annotations
 
-from typing import Any
-
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllers import node_devices_admission_check, node_devices_admission_check_active
 from gpustack_operator.kube.resources import (
     ADMISSION_CHECKS,
@@ -31,7 +30,6 @@ SELECTOR = {
     "kubernetes.io/arch": "amd64",
     KEY: "true",
 }
-JSONObj = dict[str, Any]
 
 
 def a_flavor() -> JSONObj:

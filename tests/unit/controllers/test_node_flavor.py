@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import MANAGED_LABEL
 from gpustack_operator.api.schema.instancetype import INSTANCE_TYPE
 from gpustack_operator.controllerkit.manager import Manager
@@ -36,7 +37,6 @@ from .writes import RecordingClient
 G, A = "general.feature.gpustack.ai/", "acceleratable.feature.gpustack.ai/"
 CPU_FLAVOR = "gpustack--amd-25-1-linux-amd64-8c"
 GPU_FLAVOR = "gpustack--amd-25-1--nvidia-tesla-t4-linux-amd64-2d"
-JSONObj = dict[str, Any]
 UNMANAGED: dict[str, str | None] = {MANAGED_LABEL: "false"}
 NO_OS: dict[str, str | None] = {"kubernetes.io/os": None}
 

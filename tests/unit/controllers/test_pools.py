@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllerkit.cache import Cache
 from gpustack_operator.controllerkit.watches import reads
 from gpustack_operator.controllers import indexers
@@ -22,7 +23,6 @@ from tests.unit.controllerkit.fakes import FakeInformers
 
 ACC, OS, ARCH = "feature.gpustack.ai/acceleratable", "kubernetes.io/os", "kubernetes.io/arch"
 G, A, TYPE = "general.feature.gpustack.ai/", "acceleratable.feature.gpustack.ai/", "resource.gpustack.ai/type"
-JSONObj = dict[str, Any]
 
 
 def queue(

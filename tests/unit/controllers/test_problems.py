@@ -11,10 +11,10 @@ the real manager over scripted informers (chain_world), with the manager's recor
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import pytest
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import MANAGED_LABEL, SETTINGS_SECRET
 from gpustack_operator.controllerkit.problems import ProblemReporter
 from gpustack_operator.controllers import devices_labels, instance_type, node_feature, node_flavor
@@ -23,7 +23,6 @@ from tests.unit.controllerkit.fakes import FakeRecorder
 
 from .chain_world import SYSTEM, World, world
 
-JSONObj = dict[str, Any]
 VENDOR = "feature.node.kubernetes.io/cpu-model."
 GENERAL = "general.feature.gpustack.ai/"
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import (
     GENERIC,
     NOTE_ACCELERATABLE,
@@ -31,8 +31,6 @@ from gpustack_operator.api.quantity import InvalidQuantityError, parse_quantity
 from gpustack_operator.rules.naming.flavors import pool_name
 
 __all__ = ["flavor_list"]
-
-JSONObj = dict[str, Any]
 
 
 def _notes(flavor: JSONObj) -> dict[str, str]:

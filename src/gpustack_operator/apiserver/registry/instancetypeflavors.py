@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import (
     CATEGORY,
     KIND_INSTANCE_TYPE_FLAVOR,
@@ -37,7 +38,6 @@ from gpustack_operator.settings.catalog import INSTANCE_TYPE_AWARE_CPU_MANUFACTU
 
 __all__ = ["COLUMNS", "SCHEMA", "SERVED", "FlavorList"]
 
-JSONObj = dict[str, Any]
 
 SERVED = ServedResource(
     group=WORKER_GROUP,

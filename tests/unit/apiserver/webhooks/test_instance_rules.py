@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpustack_operator.api.field import FieldError
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.webhooks import instance
 
 from .jsonish import fields, json_values
 
-JSONObj = dict[str, Any]
 SYSTEM = "gpustack-system"
 MEM, CORES = "acceleratorSlicedMemoryPercentage", "acceleratorSlicedCoresPercentage"
 
