@@ -41,12 +41,13 @@ from tests.bench.bench_chain import bounded, control_only_sandbox
 from tests.helpers import eventually
 from tests.integration.chain_support import running_controllers
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CREDITS_PREFIX
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK as CHECK
-from gpustack_operator.controllers import admission_check, admission_check_active
-from gpustack_operator.controllers.admission_check import NAME as CHECK_NAME
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.manager import Manager
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllers import node_devices_admission_check, node_devices_admission_check_active
+from gpustack_operator.controllers.node_devices_admission_check import NAME as CHECK_NAME
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.informer import Informer
@@ -55,7 +56,6 @@ from gpustack_operator.runtime import Supervisor
 from gpustack_operator.sandbox import kueue
 from gpustack_operator.worker.prepare import install_admission_check
 
-JSONObj = dict[str, Any]
 JOBS_API = resources.Resource("batch", "v1", "jobs", "Job", namespaced=True)
 GOAL = 0.9
 
@@ -246,11 +246,11 @@ async def check_controllers(kubeconfig: Path) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     worker = await connect(kubeconfig, qps=50.0, burst=100)
-    factories = [admission_check.controller, admission_check_active.controller]
+    factories = [node_devices_admission_check.controller, node_devices_admission_check_active.controller]
     try:
         async with running_controllers(worker, factories) as manager:
             rec = manager.controllers[CHECK_NAME].spec.reconciler
-            assert isinstance(rec, admission_check.NodeDevicesAdmissionReconciler)
+            assert isinstance(rec, node_devices_admission_check.NodeDevicesAdmissionReconciler)
             timed = TimedWrites(rec.client, rec.cache)
             rec.client = timed  # type: ignore[assignment]  # a transparent proxy
             print("check controllers running", flush=True)

@@ -29,15 +29,15 @@ import statistics
 import time
 from collections import deque
 from functools import partial
-from typing import Any
 
 from tests.bench.bench_chain import EPYC, bounded, cards, control_only_sandbox, node_object
 from tests.helpers import eventually
 from tests.integration.chain_support import running_controllers
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CREDITS_PREFIX
 from gpustack_operator.api.types.devices import DeviceAllocationMode
-from gpustack_operator.controllers import admission_check
+from gpustack_operator.controllers import node_devices_admission_check
 from gpustack_operator.device_manager import reporting
 from gpustack_operator.device_manager.grouping import group_cards
 from gpustack_operator.kube import resources
@@ -47,7 +47,6 @@ from gpustack_operator.rules.naming.groups import accelerator_key
 from gpustack_operator.rules.naming.labels import TRUE
 from gpustack_operator.sandbox.inventory import GPU, InventoryNode
 
-JSONObj = dict[str, Any]
 H100 = GPU("nvidia", "NVIDIA H100 80GB HBM3", 8, 81559)
 FLAVOR = "bench-h100"
 GOAL_P99_MS = 50.0
@@ -176,9 +175,9 @@ async def run(nodes: int, decisions: int, seed: int) -> None:
         assert any(v == TRUE for v in node_labels.values()), node_labels
         await kube.create(resources.RESOURCE_FLAVORS, flavor(node_labels))
 
-        async with running_controllers(kube, [admission_check.controller]) as manager:
-            rec = manager.controllers[admission_check.NAME].spec.reconciler
-            assert isinstance(rec, admission_check.NodeDevicesAdmissionReconciler)
+        async with running_controllers(kube, [node_devices_admission_check.controller]) as manager:
+            rec = manager.controllers[node_devices_admission_check.NAME].spec.reconciler
+            assert isinstance(rec, node_devices_admission_check.NodeDevicesAdmissionReconciler)
 
             async def cached() -> bool:
                 return len(rec.cache.list(resources.DEVICES)) >= nodes and bool(
@@ -196,7 +195,7 @@ async def run(nodes: int, decisions: int, seed: int) -> None:
 
 
 def measure(
-    rec: admission_check.NodeDevicesAdmissionReconciler, decisions: int, seed: int
+    rec: node_devices_admission_check.NodeDevicesAdmissionReconciler, decisions: int, seed: int
 ) -> tuple[list[float], dict[str, list[tuple[float, bool]]]]:
     rng = random.Random(seed + 1)
     held: deque[str] = deque()

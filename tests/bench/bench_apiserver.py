@@ -61,7 +61,6 @@ from gpustack_operator.sandbox.build import go_env
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
 
-JSONObj = dict[str, Any]
 CRD = "/apis/worker.gpustack.ai/v1alpha1/instancetypes"
 V1 = "/apis/worker.gpustack.ai/v1/instancetypes"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"

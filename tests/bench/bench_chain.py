@@ -47,6 +47,7 @@ import aiohttp
 import yaml
 from tests.helpers import eventually
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import DEFAULT_SYSTEM_NAMESPACE, MANAGED_LABEL, QUEUE_ANNOTATION
 from gpustack_operator.api.quantity import Quantity
 from gpustack_operator.device_manager import reporting
@@ -64,7 +65,6 @@ from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.inventory import CPU, GPU, InventoryNode, node_manifest
 from gpustack_operator.sandbox.process import free_port
 
-JSONObj = dict[str, Any]
 EXECUTABLE = Path(sys.executable).parent / "gpustack-operator"
 SYSTEM = DEFAULT_SYSTEM_NAMESPACE
 WRITES = ("POST", "PUT", "PATCH", "DELETE")

@@ -38,6 +38,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio import watch as k8s_watch
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.informer import Informer
@@ -46,7 +47,6 @@ from gpustack_operator.sandbox.cluster import Sandbox
 
 CM = resources.CONFIGMAPS
 NODE_SELECTOR = "bench=informer"
-JSONObj = dict[str, Any]
 
 
 def rss_bytes() -> int:

@@ -29,16 +29,15 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 from tests.unit.apiserver.registry.generic.test_watchcache import cached, it
 from tests.unit.kube.fakes import event
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.registry import instancetypes
 from gpustack_operator.certs import pki
 
-JSONObj = dict[str, Any]
 V1 = "/apis/worker.gpustack.ai/v1/instancetypes"
 
 

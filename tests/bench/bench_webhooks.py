@@ -46,7 +46,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -54,6 +53,7 @@ from tests.bench.bench_chain import Worker, control_only_sandbox
 from tests.helpers import eventually
 from tests.integration.test_worker_webhooks import accelerated_type
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import KUEUE_QUEUE_NAME_LABEL
 from gpustack_operator.apiserver import serving
 from gpustack_operator.apiserver.catalog import CATALOG
@@ -64,7 +64,6 @@ from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.rules.naming.queues import format_local_queue_name
 from gpustack_operator.sandbox.process import free_port
 
-JSONObj = dict[str, Any]
 GPU = "nvidia.com/gpu"
 SLICED, UNITS = f"{GPU}.sliced", f"{GPU}.sliced.units"
 MEM_PCT, MEM_MIB = f"{GPU}.sliced.memory-percentage", f"{GPU}.sliced.memory-mib"

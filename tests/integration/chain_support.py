@@ -10,9 +10,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 
-from gpustack_operator.controllers.manager import Manager
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllers.dependencies import ControllerFactory
 from gpustack_operator.controllers.setup import setup_controllers
-from gpustack_operator.controllers.spec import ControllerFactory
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.events import EventRecorder
 from gpustack_operator.kube.informer import InformerFactory

@@ -12,13 +12,13 @@ import contextlib
 import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.manager import Manager
-from gpustack_operator.controllers.reconciler import DONE, Result, TerminalError
-from gpustack_operator.controllers.spec import ControllerSpec
-from gpustack_operator.controllers.watches import for_
+from gpustack_operator.api.json import JSONObj
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllerkit.reconciler import DONE, Result, TerminalError
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.events import EventRecorder
@@ -31,7 +31,6 @@ DERIVED = "test.gpustack.ai/derived"
 MANAGED = "test.gpustack.ai/managed"
 """Only ConfigMaps with this label (="true") are the test reconciler's (not kube-root-ca.crt)."""
 SELECTOR = f"{MANAGED}=true"
-JSONObj = dict[str, Any]
 
 
 def derived(data: dict[str, str]) -> str:

@@ -34,11 +34,12 @@ from typing import Any
 
 import pytest_asyncio
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK as CHECK
 from gpustack_operator.api.keys import SETTINGS_SECRET
 from gpustack_operator.api.quantity import Quantity
-from gpustack_operator.controllers import admission_check
-from gpustack_operator.controllers.manager import Manager
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllers import node_devices_admission_check
 from gpustack_operator.controllers.setup import CONTROLLERS
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
@@ -67,7 +68,6 @@ from tests.integration.test_chain_scenarios_pools import (
 )
 from tests.integration.test_device_plugin import allocation, cards_of, ledger
 
-JSONObj = dict[str, Any]
 H100 = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 NODES = ("h100-0", "h100-1")
 GATE = "kueue.x-k8s.io/admission"
@@ -129,9 +129,9 @@ class Chain:
     entrance: str
 
     @property
-    def reconciler(self) -> admission_check.NodeDevicesAdmissionReconciler:
-        rec = self.manager.controllers[admission_check.NAME].spec.reconciler
-        assert isinstance(rec, admission_check.NodeDevicesAdmissionReconciler)
+    def reconciler(self) -> node_devices_admission_check.NodeDevicesAdmissionReconciler:
+        rec = self.manager.controllers[node_devices_admission_check.NAME].spec.reconciler
+        assert isinstance(rec, node_devices_admission_check.NodeDevicesAdmissionReconciler)
         return rec
 
     def reconciles(self) -> float:
@@ -139,7 +139,10 @@ class Chain:
         for metric in self.manager.metrics.registry.collect():
             for sample in metric.samples:
                 name, controller = sample.name, sample.labels.get("controller")
-                if name == "gpustack_controller_reconcile_total" and controller == admission_check.NAME:
+                if (
+                    name == "gpustack_controller_reconcile_total"
+                    and controller == node_devices_admission_check.NAME
+                ):
                     total += sample.value
         return total
 
@@ -197,7 +200,7 @@ async def h100_in_service(kube: Client) -> str:
 
     An earlier module's teardown deletes the inventory's ResourceFlavors while derived types and queues
     remain, and the chain then drains the pool and marks its type inactive for good (an admin must bring a
-    pool that lost its nodes back, controllers.instancetype_queue). This clears that as an admin would.
+    pool that lost its nodes back, controllers.instance_type_queue). This clears that as an admin would.
     """
 
     async def in_service() -> str | None:
@@ -244,8 +247,8 @@ async def running_chain(kube: Client, system: str, retire: Iterable[str] = ()) -
     """The worker's controllers, in-process, until the H100 queue is gated by the check; on exit the
     `retire` InstanceTypes are retired first (while the controllers still run)."""
     async with running_controllers(kube, CONTROLLERS, namespace=system) as manager:
-        rec = manager.controllers[admission_check.NAME].spec.reconciler
-        assert isinstance(rec, admission_check.NodeDevicesAdmissionReconciler)
+        rec = manager.controllers[node_devices_admission_check.NAME].spec.reconciler
+        assert isinstance(rec, node_devices_admission_check.NodeDevicesAdmissionReconciler)
         counting = CountingClient(rec.client)
         rec.client = counting  # type: ignore[assignment]  # a transparent proxy
         started = time.monotonic()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 
-from gpustack_operator.controllers.manager import Manager
+from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import PODS
 from gpustack_operator.rules.admission.placement import RETRY_MESSAGE

@@ -22,14 +22,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest_asyncio
 
 from gpustack_operator.controllers import (
+    devices_labels,
     instance_type,
     node_capacity,
-    node_devices,
     node_feature,
     node_flavor,
     node_queue,
@@ -47,7 +46,6 @@ from tests.integration.test_admission_check import retire_inventory_pools
 from tests.integration.test_chain_scenarios_pools import POOLS, found_before, leave_as_found
 from tests.integration.test_device_plugin import ledger
 
-JSONObj = dict[str, Any]
 NODE = "a10-0"
 CARDS = [simulated_uuid(NODE, "nvidia", index) for index in range(4)]
 A10 = "gpustack--nvidia-a10-linux-amd64"
@@ -62,7 +60,7 @@ VIEWS = {"accelerator": 1, "acceleratorShared": 10, "acceleratorSliced": 100}
 FACTORIES = (
     node_feature.controller,
     node_capacity.controller,
-    node_devices.controller,
+    devices_labels.controller,
     node_flavor.controller,
     instance_type.controller,
     node_queue.controller,

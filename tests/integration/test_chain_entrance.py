@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest_asyncio
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllers import node_queue_entrance
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.rules.naming.queues import format_local_queue_name
 from tests.helpers import eventually
 from tests.integration.chain_support import SYSTEM_NAMESPACE, running_controllers
-
-JSONObj = dict[str, Any]
 
 
 @pytest_asyncio.fixture(loop_scope="session")

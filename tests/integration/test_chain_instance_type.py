@@ -16,14 +16,15 @@ from typing import Any
 
 import pytest_asyncio
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import (
     MANAGED_LABEL,
     NODE_DEVICES_ADMISSION_CHECK,
     NODE_DEVICES_CONTROLLER_NAME,
 )
+from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllers import instance_type, node_queue
-from gpustack_operator.controllers.flavor_objects import resource_flavor
-from gpustack_operator.controllers.manager import Manager
+from gpustack_operator.controllers.node_flavor_objects import resource_flavor
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import (
@@ -41,7 +42,6 @@ from tests.integration.chain_support import running_controllers
 ACC, OS, ARCH = "feature.gpustack.ai/acceleratable", "kubernetes.io/os", "kubernetes.io/arch"
 A, TYPE = "acceleratable.feature.gpustack.ai/", "resource.gpustack.ai/type"
 A10, CPU = "gpustack--nvidia-a10-linux-amd64", "gpustack--generic-linux-amd64"
-JSONObj = dict[str, Any]
 
 
 @pytest_asyncio.fixture(loop_scope="session")

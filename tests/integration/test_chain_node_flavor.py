@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest_asyncio
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllers import node_flavor
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
@@ -20,7 +21,6 @@ from tests.helpers import eventually
 from tests.integration.chain_support import running_controllers
 
 G, A = "general.feature.gpustack.ai/", "acceleratable.feature.gpustack.ai/"
-JSONObj = dict[str, Any]
 
 
 class Hardware:

@@ -15,8 +15,8 @@ import pytest_asyncio
 
 from gpustack_operator.api.keys import MANAGED_LABEL, SETTINGS_SECRET
 from gpustack_operator.api.quantity import Quantity
-from gpustack_operator.controllers import node_capacity, node_devices, node_feature
-from gpustack_operator.controllers.manager import Manager
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllers import devices_labels, node_capacity, node_feature
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
 from tests.helpers import eventually
@@ -29,7 +29,7 @@ GENERAL = "general.feature.gpustack.ai/"
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def controllers(kube: Client) -> AsyncIterator[Manager]:
-    factories = (node_capacity.controller, node_devices.controller, node_feature.controller)
+    factories = (node_capacity.controller, devices_labels.controller, node_feature.controller)
     async with running_controllers(kube, factories) as manager:
         yield manager
 

@@ -32,11 +32,11 @@ import random
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import (
     ACCELERATOR_ALLOCATED_ANNOTATION,
     CONTROLLED_FINALIZER,
@@ -70,7 +70,6 @@ from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
 from tests.integration.worker_support import Worker, Workers, ready, worker_pool
 
-JSONObj = dict[str, Any]
 A10 = "gpustack--nvidia-a10-linux-amd64"
 A10_NODE = "a10-0"
 CPU_POOL = "gpustack--generic-linux-amd64"

@@ -34,6 +34,7 @@ from typing import Any, cast
 import pytest
 import pytest_asyncio
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import (
     CONTROLLED_FINALIZER,
     DEVICE_MANAGER_NODE_FEATURE_SUFFIX,
@@ -66,7 +67,6 @@ from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
 from tests.integration.worker_support import Worker, ready, worker_pool
 
-JSONObj = dict[str, Any]
 G, A = "general.feature.gpustack.ai/", "acceleratable.feature.gpustack.ai/"
 ACC, OS, ARCH, TYPE = (
     "feature.gpustack.ai/acceleratable",

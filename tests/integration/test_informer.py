@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.informer import Informer, InformerFactory
@@ -22,7 +22,6 @@ from tests.helpers import compact_etcd, eventually
 
 CM = resources.CONFIGMAPS
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-JSONObj = dict[str, Any]
 
 
 class Mirror:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, INSTANCE_TYPES, INSTANCES, PODS, SECRETS
@@ -28,7 +29,6 @@ from tests.integration.test_device_plugin import cards_of, ledger, stand_in_reco
 from tests.integration.test_worker_webhooks import UNITS, create, instance
 from tests.integration.worker_support import Kubectl, Served, serving_worker
 
-JSONObj = dict[str, Any]
 EXCLUSIVE, SLICED_MODE = 1, 3
 FREE = (0, 1_600_000)
 

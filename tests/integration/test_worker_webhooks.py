@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import QUEUE_ENTRANCE_LABEL
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
@@ -39,7 +40,6 @@ from tests.integration.test_admission_check import H100, LONG, h100_in_service
 from tests.integration.test_device_plugin import H100_MIB, allocation, cards_of, ledger, stand_in_record
 from tests.integration.worker_support import Kubectl, Served, serving_worker
 
-JSONObj = dict[str, Any]
 GPU = "nvidia.com/gpu"
 SLICED, UNITS, CORES = f"{GPU}.sliced", f"{GPU}.sliced.units", f"{GPU}.sliced.cores-percentage"
 MEM_PCT, MEM_MIB = f"{GPU}.sliced.memory-percentage", f"{GPU}.sliced.memory-mib"

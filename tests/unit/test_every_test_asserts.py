@@ -28,10 +28,10 @@ _SETTLE = "asserts through World.settle(until=...), which fails the test when `u
 # "tests/path/test_module.py::test_name" -> how it checks where this rule cannot see.
 ALLOWED: dict[str, str] = {
     (
-        "tests/unit/controllers/test_admission_check.py::"
+        "tests/unit/controllers/test_node_devices_admission_check.py::"
         "test_the_promise_holds_until_the_ledger_shows_the_cards_taken"
     ): _SETTLE,
-    "tests/unit/controllers/test_admission_check.py::test_unhealthy_cards_do_not_count": _SETTLE,
+    "tests/unit/controllers/test_node_devices_admission_check.py::test_unhealthy_cards_do_not_count": _SETTLE,
     "tests/unit/controllers/test_node_queue.py::test_a_deleting_queue_is_drained": _SETTLE,
     (
         "tests/unit/controllers/test_node_queue_entrance.py::test_a_recreated_queue_takes_over_its_entrances"

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.settings import secret
@@ -17,7 +18,6 @@ from gpustack_operator.worker.prepare import (
     install_node_feature_rule,
 )
 
-JSONObj = dict[str, Any]
 VALUES = {"image-pull-policy": "IfNotPresent", "node-management-manual": "false"}
 
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.authn import User
 from gpustack_operator.apiserver.requestinfo import RequestInfo
 from gpustack_operator.apiserver.status import StatusError, forbidden
 
 __all__ = ["ALWAYS_ALLOW_GROUPS", "ALWAYS_ALLOW_PATHS", "Authorizer", "access_review"]
 
-JSONObj = dict[str, Any]
 ALWAYS_ALLOW_GROUPS = frozenset({"system:masters"})
 ALWAYS_ALLOW_PATHS = frozenset({"/healthz", "/readyz", "/livez"})
 CACHE_TTL = 10.0

@@ -8,8 +8,7 @@ own credentials, which need the `system:auth-delegator` ClusterRole and the
 
 from __future__ import annotations
 
-from typing import Any
-
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.authn import RequestHeaderConfig, TokenReviewer, User, user_from_token_review
 from gpustack_operator.apiserver.authz import Reviewer
 from gpustack_operator.kube import resources
@@ -17,7 +16,6 @@ from gpustack_operator.kube.client import Client
 
 __all__ = ["AUTH_CONFIGMAP", "access_reviewer", "load_request_header_config", "token_reviewer"]
 
-JSONObj = dict[str, Any]
 AUTH_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"

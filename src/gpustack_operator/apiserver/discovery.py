@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube.client import APPLY_PATCH, JSON_PATCH, MERGE_PATCH
 
 __all__ = ["ServedResource", "resource_list"]
-
-JSONObj = dict[str, Any]
 
 
 @dataclass(frozen=True)

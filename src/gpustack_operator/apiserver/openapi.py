@@ -24,10 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from aiohttp import web
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import Representation, negotiate
 from gpustack_operator.apiserver.openapi_paths import (
@@ -43,8 +43,6 @@ from gpustack_operator.apiserver.status import not_acceptable, not_found
 from gpustack_operator.apiserver.swagger import swagger_document
 
 __all__ = ["TITLE", "OpenAPI", "group_version_document"]
-
-JSONObj = dict[str, Any]
 
 
 def _ref(name: str) -> JSONObj:

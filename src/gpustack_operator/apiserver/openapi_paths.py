@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.discovery import ServedResource
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "payload",
 ]
 
-JSONObj = dict[str, Any]
 Body = Literal["object", "patch"]
 Response = Literal["object", "list", "status"]
 

@@ -13,11 +13,11 @@ Outside a cluster (the sandbox, `make run`), the routing Service is an ExternalN
 from __future__ import annotations
 
 import base64
-from typing import Any
+
+from gpustack_operator.api.json import JSONObj
 
 __all__ = ["GROUP_PRIORITY_MINIMUM", "VERSION_PRIORITY", "apiservice", "external_name_service"]
 
-JSONObj = dict[str, Any]
 GROUP_PRIORITY_MINIMUM = 100
 VERSION_PRIORITY = 100
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
 
 from aiohttp import web
 
 from gpustack_operator.api.field import FieldError, aggregate
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube.errors import KubeError
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-JSONObj = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _REASONS = {

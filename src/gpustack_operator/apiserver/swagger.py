@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.openapi_paths import (
     TITLE,
@@ -34,7 +35,6 @@ from gpustack_operator.apiserver.openapi_paths import (
 
 __all__ = ["swagger_document", "swagger_schema"]
 
-JSONObj = dict[str, Any]
 _V3_ONLY = frozenset({"anyOf", "oneOf", "not", "nullable", "writeOnly", "deprecated"})
 _UNTYPED_WHEN_NULLABLE = ("type", "items", "properties")
 

@@ -13,11 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.status import bad_request
 
 __all__ = ["NAME", "Column", "human_duration", "partial_metadata", "printer_column", "table"]
-
-JSONObj = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""Level-based reconcilers of the worker, and the kit that runs them.
+"""Level-based reconcilers of the worker; the kit that runs them is gpustack_operator.controllerkit.
 
-The kit: `reconciler` (what a reconcile returns or raises), `watches` (what a controller watches),
-`spec` (what it declares: `ControllerSpec`, `Index`, and the `Dependencies` it is built from), `cache`
-(the manager's shared, read-only cache), `rbac` (the verbs it calls), `indexers` (shared indexes),
-`manager` and `controller` (running them), `setup` (the one list of the worker's controllers).
+Besides the reconcilers (one module each, their helpers in modules named after them): `dependencies` (what
+every reconciler is built from), `settingsview` (the settings Secret as they read it), `indexers` (the Kueue
+indexes several of them query), `pools` (the scheduling chain's lookups), `setup` (the one list of the
+worker's controllers).
 
 Every controller module has the same anatomy, so they read alike:
 

@@ -15,19 +15,17 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import (
-    NODE_FLAVOR_INDEX,
     RESOURCE_TYPE_INSTANCE_TYPES,
     RESOURCE_TYPE_LABEL,
     RESOURCE_TYPE_NODES,
 )
-from gpustack_operator.controllers.contributions import node_flavor_index
-from gpustack_operator.controllers.spec import Index
+from gpustack_operator.controllerkit.spec import Index
 from gpustack_operator.kube.resources import (
     CLUSTER_QUEUES,
     DEVICES,
     LOCAL_QUEUES,
-    NODES,
     RESOURCE_FLAVORS,
     WORKLOADS,
 )
@@ -40,8 +38,6 @@ __all__ = [
     "DEVICES_BY_POOL",
     "LOCAL_QUEUES_BY_CLUSTER_QUEUE",
     "LOCAL_QUEUE_CLUSTER_QUEUE",
-    "NODES_BY_FLAVOR",
-    "NODE_FLAVOR",
     "POOL_LABEL",
     "RESOURCE_FLAVORS_BY_POOL",
     "WORKLOADS_BY_CLUSTER_QUEUE",
@@ -53,13 +49,12 @@ __all__ = [
     "cluster_queue_pool",
     "devices_pool",
     "label_pair",
+    "labels_of",
     "local_queue_cluster_queue",
     "resource_flavor_pool",
     "workload_cluster_queue",
     "workload_waiting_flavors",
 ]
-
-JSONObj = dict[str, Any]
 
 
 def _at(obj: Any, *path: str) -> Any:
@@ -142,13 +137,14 @@ def label_pair(key: str, value: str) -> str:
     return f"{key}={value}"
 
 
-def _labels(obj: JSONObj) -> dict[str, str]:
+def labels_of(obj: JSONObj) -> dict[str, str]:
+    """The object's labels with string values (none when metadata or labels are malformed)."""
     labels = _at(obj, "metadata", "labels")
     return {k: v for k, v in labels.items() if isinstance(v, str)} if isinstance(labels, dict) else {}
 
 
 def _pool_pairs(obj: JSONObj, owner: str) -> list[str]:
-    labels = _labels(obj)
+    labels = labels_of(obj)
     if labels.get(RESOURCE_TYPE_LABEL) != owner:
         return []
     return sorted(label_pair(k, v) for k, v in (pool_flavor_selector(labels) or {}).items())
@@ -166,14 +162,11 @@ def resource_flavor_pool(rf: JSONObj) -> list[str]:
 
 def devices_pool(devices: JSONObj) -> list[str]:
     """A Devices ledger is filed under each feature key it is labelled `true` with."""
-    return sorted(label_pair(k, v) for k, v in _labels(devices).items() if is_feature_key(k) and v == "true")
+    return sorted(
+        label_pair(k, v) for k, v in labels_of(devices).items() if is_feature_key(k) and v == "true"
+    )
 
 
 CLUSTER_QUEUES_BY_POOL = Index(CLUSTER_QUEUES, POOL_LABEL, cluster_queue_pool)
 RESOURCE_FLAVORS_BY_POOL = Index(RESOURCE_FLAVORS, POOL_LABEL, resource_flavor_pool)
 DEVICES_BY_POOL = Index(DEVICES, POOL_LABEL, devices_pool)
-
-
-NODE_FLAVOR: Final = NODE_FLAVOR_INDEX
-"""`nodes.schedule.gpustack.ai/flavor` (contract §5.4): the ResourceFlavors a managed node contributes to."""
-NODES_BY_FLAVOR = Index(NODES, NODE_FLAVOR, node_flavor_index)

@@ -24,17 +24,18 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import RESOURCE_TYPE_INSTANCES, RESOURCE_TYPE_LABEL
 from gpustack_operator.api.types.kueue import StopPolicy
-from gpustack_operator.controllers.cache import Cache
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.problems import ProblemReporter
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec, Index
+from gpustack_operator.controllerkit.watches import Watch, for_, mapped, owner_keys
+from gpustack_operator.controllers.dependencies import Dependencies
 from gpustack_operator.controllers.pools import deleting
-from gpustack_operator.controllers.predicates import JSONObj
-from gpustack_operator.controllers.problems import ProblemReporter
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result
 from gpustack_operator.controllers.settingsview import SettingsView
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies, Index
-from gpustack_operator.controllers.watches import Watch, for_, mapped, owner_keys
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.events import EventSink, object_reference

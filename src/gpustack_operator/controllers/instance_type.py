@@ -1,8 +1,8 @@
 """InstanceTypeReconciler: every InstanceType has its ClusterQueue, labelled for its pool, and a live status.
 
 The InstanceType is what users pick and what workloads queue for; Kueue only knows the ClusterQueue of the
-same name. This reconciler owns that queue's existence and labels (controllers.instancetype_queue), the
-admin's Inactive switch as Hold↔None on it, and the type's status (controllers.instancetype_status), which
+same name. This reconciler owns that queue's existence and labels (controllers.instance_type_queue), the
+admin's Inactive switch as Hold↔None on it, and the type's status (controllers.instance_type_status), which
 moves with the queue and with every Devices ledger of the pool. It never fills the quota (NodeQueue does)
 and never authors or deletes an InstanceType. A finalizer makes deletion a delete-then-wait teardown: the
 type turns Inactive, its queue is deleted once (the NodeQueue reconciler drains it), and the finalizer goes
@@ -16,11 +16,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CONTROLLED_FINALIZER
 from gpustack_operator.api.types.kueue import StopPolicy
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result, TerminalError
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_, mapped
 from gpustack_operator.controllers import indexers
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.instancetype_queue import (
+from gpustack_operator.controllers.dependencies import Dependencies
+from gpustack_operator.controllers.instance_type_queue import (
     InactiveAction,
     InvalidInstanceTypeError,
     inactive_action,
@@ -28,22 +34,16 @@ from gpustack_operator.controllers.instancetype_queue import (
     new_cluster_queue,
     queue_labels,
 )
-from gpustack_operator.controllers.instancetype_status import desired_status, status_patch, stop_policy
-from gpustack_operator.controllers.instancetype_status import terminating_status as terminating
+from gpustack_operator.controllers.instance_type_status import desired_status, status_patch, stop_policy
+from gpustack_operator.controllers.instance_type_status import terminating_status as terminating
 from gpustack_operator.controllers.pools import (
     deleting,
     every,
-    labels_of,
     owned_queue,
     pool_devices,
     queues_of_devices,
 )
-from gpustack_operator.controllers.predicates import JSONObj
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result, TerminalError
 from gpustack_operator.controllers.settingsview import SettingsView
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, INSTANCE_TYPES
@@ -83,7 +83,7 @@ class InstanceTypeReconciler:
             return DONE  # its add event brings us back to fill in the status
         if deleting(queue):
             return Result(requeue_after=WAIT_FOR_QUEUE)  # recreated once it is gone
-        patch = label_patch(labels_of(queue), labels)
+        patch = label_patch(indexers.labels_of(queue), labels)
         if patch is not None:
             queue = await self._patch_queue(key, patch)
             log.info("instancetype=%s aligned the labels of its cluster queue", key)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result
-from gpustack_operator.controllers.spec import PER_NODE_WORKERS, ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import for_, mapped
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_, mapped
+from gpustack_operator.controllers.dependencies import PER_NODE_WORKERS, Dependencies
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.informer import object_key
 from gpustack_operator.kube.resources import DEVICES, NODES

@@ -16,15 +16,16 @@ from __future__ import annotations
 from typing import Any, cast
 
 from gpustack_operator.api.keys import WORKER_NODE_FEATURE_SUFFIX
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.contributions import label_problem
+from gpustack_operator.api.names import label_problem
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.problems import ProblemReporter
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_, owns
+from gpustack_operator.controllers.dependencies import PER_NODE_WORKERS, Dependencies
 from gpustack_operator.controllers.pools import every
-from gpustack_operator.controllers.problems import ProblemReporter
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result
 from gpustack_operator.controllers.settingsview import SettingsView
-from gpustack_operator.controllers.spec import PER_NODE_WORKERS, ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import for_, owns
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import NODE_FEATURES, NODES
 from gpustack_operator.rules.naming.labels import construct_node_capacity_labels

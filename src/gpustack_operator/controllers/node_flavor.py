@@ -15,25 +15,40 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, Final, cast
 
-from gpustack_operator.api.keys import DERIVED_FROM_NODE_LABEL, RESOURCE_TYPE_LABEL, RESOURCE_TYPE_NODES
+from gpustack_operator.api.json import JSONObj
+from gpustack_operator.api.keys import (
+    DERIVED_FROM_NODE_LABEL,
+    NODE_FLAVOR_INDEX,
+    RESOURCE_TYPE_LABEL,
+    RESOURCE_TYPE_NODES,
+)
 from gpustack_operator.api.types import kueue
-from gpustack_operator.controllers import indexers
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.contributions import contribution_changed, node_flavor_names, node_flavors
-from gpustack_operator.controllers.flavor_objects import derived_instance_type, flavor_patch, resource_flavor
-from gpustack_operator.controllers.predicates import (
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.predicates import (
     annotations_changed,
     any_of,
     generation_changed,
     labels_changed,
 )
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec, Index
+from gpustack_operator.controllerkit.watches import for_, mapped
+from gpustack_operator.controllers.dependencies import Dependencies
+from gpustack_operator.controllers.node_flavor_contributions import (
+    contribution_changed,
+    node_flavor_index,
+    node_flavor_names,
+    node_flavors,
+)
+from gpustack_operator.controllers.node_flavor_objects import (
+    derived_instance_type,
+    flavor_patch,
+    resource_flavor,
+)
 from gpustack_operator.controllers.settingsview import SettingsView
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES, NODES, RESOURCE_FLAVORS, Resource
@@ -49,7 +64,10 @@ __all__ = ["FIELD_MANAGER", "NodeFlavorReconciler", "controller"]
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "gpustack-node-flavor"
-JSONObj = dict[str, Any]
+
+NODE_FLAVOR: Final = NODE_FLAVOR_INDEX
+"""`nodes.schedule.gpustack.ai/flavor` (contract §5.4): the ResourceFlavors a managed node contributes to."""
+NODES_BY_FLAVOR = Index(NODES, NODE_FLAVOR, node_flavor_index)
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -101,7 +119,7 @@ class NodeFlavorReconciler:
 
     def _contributors(self, name: str, mixed_on_node: bool) -> list[NodeFlavor]:
         """The flavor as each managed node offering it sees it, in node-name order."""
-        nodes = self.cache.by_index(NODES, indexers.NODE_FLAVOR, name)
+        nodes = self.cache.by_index(NODES, NODE_FLAVOR, name)
         nodes.sort(key=lambda node: str(node["metadata"].get("name")))
         return [f for node in nodes for f in node_flavors(node, mixed_on_node) if f.name == name]
 
@@ -165,6 +183,6 @@ def controller(deps: Dependencies) -> ControllerSpec:
             settings.changes(all_flavors),
             mapped(INSTANCE_TYPES, all_flavors, derived_type_deleted),
         ),
-        indexes=(indexers.NODES_BY_FLAVOR,),
+        indexes=(NODES_BY_FLAVOR,),
         rbac=(Rule.of(RESOURCE_FLAVORS, "create", "patch", "delete"), Rule.of(INSTANCE_TYPES, "create")),
     )

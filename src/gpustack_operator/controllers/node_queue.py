@@ -19,26 +19,26 @@ import logging
 from typing import Any, Final
 
 from gpustack_operator.api.conditions import is_true
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import ACCELERATABLE_LABEL, DRAINED_ANNOTATION, NODE_DEVICES_ADMISSION_CHECK
 from gpustack_operator.api.types.kueue import ACTIVE, AdmissionChecksStrategy, StopPolicy
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import KeyFunc, for_, mapped
 from gpustack_operator.controllers import indexers
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.instancetype_status import stop_policy
+from gpustack_operator.controllers.dependencies import Dependencies
+from gpustack_operator.controllers.instance_type_status import stop_policy
 from gpustack_operator.controllers.pools import (
     deleting,
     every,
-    labels_of,
     name_of,
     owned_queue,
     pool_flavors,
     queues_of_flavor,
 )
-from gpustack_operator.controllers.predicates import JSONObj
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result
 from gpustack_operator.controllers.settingsview import SettingsView
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import KeyFunc, for_, mapped
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, RESOURCE_FLAVORS
@@ -70,7 +70,7 @@ def plan_deleting(queue: JSONObj) -> Plan:
 def plan_fill(queue: JSONObj, groups: list[Any], *, check_active: bool) -> Plan:
     """Quota from the live flavors, the node-devices check when usable, and a resume if we drained it."""
     spec, marked = queue.get("spec") or {}, DRAINED_ANNOTATION in _annotations(queue)
-    accelerated = labels_of(queue).get(ACCELERATABLE_LABEL) == TRUE
+    accelerated = indexers.labels_of(queue).get(ACCELERATABLE_LABEL) == TRUE
     checks = CHECKS if accelerated and check_active else None
     changes: dict[str, Any] = (
         {} if same_groups(spec.get("resourceGroups"), groups) else {"resourceGroups": groups}

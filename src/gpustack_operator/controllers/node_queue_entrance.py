@@ -18,13 +18,15 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import QUEUE_ANNOTATION, RESOURCE_TYPE_INSTANCE_TYPES, RESOURCE_TYPE_LABEL
 from gpustack_operator.api.types import kueue
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import Watch, mapped
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import Watch, mapped
+from gpustack_operator.controllers.dependencies import Dependencies
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, NAMESPACES
 from gpustack_operator.rules.naming.queues import format_local_queue_name
@@ -35,7 +37,6 @@ log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "gpustack-node-queue-entrance"
 KUBE_SYSTEM = "kube-system"
-JSONObj = dict[str, Any]
 Keys = Callable[[JSONObj], list[str]]
 
 

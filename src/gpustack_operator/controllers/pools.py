@@ -12,27 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import ARCH_LABEL, MANAGED_LABEL, OS_LABEL, RESOURCE_TYPE_LABEL
 from gpustack_operator.api.keys import RESOURCE_TYPE_INSTANCE_TYPES as OWNED_QUEUE
-from gpustack_operator.controllers.cache import Cache
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.watches import KeyFunc
 from gpustack_operator.controllers.indexers import (
     POOL_LABEL,
     devices_pool,
     label_pair,
+    labels_of,
     resource_flavor_pool,
 )
-from gpustack_operator.controllers.predicates import JSONObj
-from gpustack_operator.controllers.watches import KeyFunc
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, RESOURCE_FLAVORS, Resource
 from gpustack_operator.rules.naming.labels import TRUE
 from gpustack_operator.rules.naming.pools import is_feature_key, pool_flavor_selector
 
 Selector = Mapping[str, str]
-
-
-def labels_of(obj: JSONObj) -> dict[str, str]:
-    labels = (obj.get("metadata") or {}).get("labels")
-    return {k: v for k, v in labels.items() if isinstance(v, str)} if isinstance(labels, dict) else {}
 
 
 def name_of(obj: JSONObj) -> str:

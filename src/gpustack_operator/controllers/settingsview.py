@@ -6,7 +6,7 @@ The Secret is cached by one shared informer (`SETTINGS_WATCH`, selected by name 
 a missing Secret or key means the setting's default, and a value that does not parse means the default
 too, so a typo never stops a controller. A bad value is reported once (until it is fixed or changes): a
 log line naming the Secret, the key and what was wrong, and a Warning Event `InvalidSetting` on the Secret.
-One view serves every controller (controllers.spec.Dependencies), so each bad value is reported once.
+One view serves every controller (controllers.dependencies.Dependencies), so each bad value is reported once.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import dataclasses
 from typing import Any
 
 from gpustack_operator.api.keys import SETTINGS_SECRET
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.problems import ProblemReporter
-from gpustack_operator.controllers.watches import KeyFunc, Watch, reads
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.problems import ProblemReporter
+from gpustack_operator.controllerkit.watches import KeyFunc, Watch, reads
 from gpustack_operator.kube.resources import SECRETS
 from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.secret import decode_values

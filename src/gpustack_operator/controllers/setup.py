@@ -3,7 +3,7 @@
 Why this module exists: kueue's `SetupControllers` shows the shape; one function builds every reconciler
 with its dependencies and registers it, so worker/start.py never names a controller and a new controller is
 one line in `CONTROLLERS`. Each entry is a controller module's factory `(Dependencies) -> ControllerSpec`
-(controllers.spec). The manager's cache and event recorder go into Dependencies here, so no reconciler can
+(controllerkit.spec). The manager's cache and event recorder go into Dependencies here, so no reconciler can
 be handed another cache. A factory or registration that fails raises `ControllerSetupError` naming the
 controller, before anything runs. After setup, `manager.rbac()` lists the API verbs the worker's
 controllers need.
@@ -15,20 +15,20 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllers import (
-    admission_check,
-    admission_check_active,
+    devices_labels,
     instance,
     instance_type,
     node_capacity,
-    node_devices,
+    node_devices_admission_check,
+    node_devices_admission_check_active,
     node_feature,
     node_flavor,
     node_queue,
     node_queue_entrance,
 )
-from gpustack_operator.controllers.manager import Manager
-from gpustack_operator.controllers.spec import ControllerFactory, Dependencies, utc_now
+from gpustack_operator.controllers.dependencies import ControllerFactory, Dependencies, utc_now
 from gpustack_operator.kube.client import Client
 from gpustack_operator.settings.environment import Environment
 
@@ -39,13 +39,13 @@ log = logging.getLogger(__name__)
 CONTROLLERS: tuple[ControllerFactory, ...] = (
     node_feature.controller,
     node_capacity.controller,
-    node_devices.controller,
+    devices_labels.controller,
     node_flavor.controller,
     instance_type.controller,
     node_queue.controller,
     node_queue_entrance.controller,
-    admission_check_active.controller,
-    admission_check.controller,
+    node_devices_admission_check_active.controller,
+    node_devices_admission_check.controller,
     instance.controller,
 )
 """The worker's controllers, in registration order; the scheduling chain's reconcilers join here."""

@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import V1, V1ALPHA1, WORKER_GROUP
 
 __all__ = ["WORKER", "VersionPair"]
-
-JSONObj = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import (
     ACCELERATABLE_FEATURE_PREFIX,
     ARCH_LABEL,
@@ -27,7 +28,7 @@ from gpustack_operator.api.keys import (
 )
 from gpustack_operator.api.types.devices import DevicesGroup
 from gpustack_operator.kube import resources
-from gpustack_operator.kube.client import Client, JSONObj
+from gpustack_operator.kube.client import Client
 from gpustack_operator.rules.naming.groups import accelerator_key
 from gpustack_operator.rules.naming.labels import TRUE, construct_acceleratable_node_labels
 from gpustack_operator.rules.naming.objects import node_feature, node_owner_reference

@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Se
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, Unpack
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.http1 import StreamTimeout
 from gpustack_operator.kube.incluster import InClusterConfig, InClusterTransport
@@ -30,7 +31,6 @@ from gpustack_operator.runtime import Backoff, Clock, MonotonicClock, TokenBucke
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "gpustack-operator"
-JSONObj = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

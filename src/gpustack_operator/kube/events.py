@@ -17,8 +17,9 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.lease import micro_time
 from gpustack_operator.kube.resources import EVENTS, Resource
@@ -28,7 +29,6 @@ from gpustack_operator.runtime import Clock, MonotonicClock
 __all__ = ["EventClient", "EventRecorder", "EventSink", "EventType", "object_reference"]
 
 log = logging.getLogger(__name__)
-JSONObj = dict[str, Any]
 EventType = Literal["Normal", "Warning"]
 NOTE_LIMIT = 1024  # bytes the API accepts in `note`
 

@@ -21,15 +21,16 @@ import random
 from collections.abc import Callable
 from typing import Any, Protocol, Unpack
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client, Selectors
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.slim import Interner
-from gpustack_operator.kube.store import IndexFunc, JSONObj, Store, object_key
+from gpustack_operator.kube.store import IndexFunc, Store, object_key
 from gpustack_operator.kube.watch import WatchEvent, watch
 from gpustack_operator.runtime import Attempts, Backoff, Clock, MonotonicClock, Supervisor
 
-__all__ = ["EventHandler", "IndexFunc", "Informer", "InformerFactory", "JSONObj", "Store", "object_key"]
+__all__ = ["EventHandler", "IndexFunc", "Informer", "InformerFactory", "Store", "object_key"]
 
 log = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.resources import LEASES
 from gpustack_operator.kube.verbs import ObjectVerbs
@@ -29,7 +30,6 @@ from gpustack_operator.runtime import Clock, MonotonicClock
 __all__ = ["LeaderElector", "LeaseClient", "LeaseConfig", "micro_time"]
 
 log = logging.getLogger(__name__)
-JSONObj = dict[str, Any]
 
 
 def micro_time(when: datetime | None = None) -> str:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
-__all__ = ["IndexFunc", "JSONObj", "Store", "object_key"]
+from gpustack_operator.api.json import JSONObj
+
+__all__ = ["IndexFunc", "Store", "object_key"]
 
 log = logging.getLogger(__name__)
 
-JSONObj = dict[str, Any]
 IndexFunc = Callable[[JSONObj], list[str]]
 
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube.resources import Resource
-
-JSONObj = dict[str, Any]
 
 
 class ObjectVerbs(Protocol):

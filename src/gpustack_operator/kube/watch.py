@@ -14,10 +14,10 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import Literal, TypedDict
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import Resource
-from gpustack_operator.kube.store import JSONObj
 
 __all__ = ["EventType", "WatchEvent", "error_from_status", "watch"]
 

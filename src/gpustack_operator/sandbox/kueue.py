@@ -13,10 +13,10 @@ import base64
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.rules.capacity.kueueconfig import kueue_resources
 
 NAMESPACE = "kueue-system"
@@ -32,16 +32,15 @@ EXCLUDED_NAMESPACE_WEBHOOKS = (
     "vdeployment.kb.io",
     "vstatefulset.kb.io",
 )
-Obj = dict[str, Any]
 
 
-def _load_all(path: Path) -> list[Obj]:
+def _load_all(path: Path) -> list[JSONObj]:
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
-def crds(module: Path, webhook_port: int) -> list[Obj]:
+def crds(module: Path, webhook_port: int) -> list[JSONObj]:
     """Every Kueue CRD, with the conversion webhook stanza where upstream patches one in."""
-    out: list[Obj] = []
+    out: list[JSONObj] = []
     for path in sorted((module / "config/components/crd/bases").glob("kueue.x-k8s.io_*.yaml")):
         for crd in _load_all(path):
             plural = crd["spec"]["names"]["plural"]
@@ -64,9 +63,9 @@ def crds(module: Path, webhook_port: int) -> list[Obj]:
     return out
 
 
-def webhook_configurations(module: Path, webhook_port: int) -> list[Obj]:
+def webhook_configurations(module: Path, webhook_port: int) -> list[JSONObj]:
     """Kueue's Mutating/ValidatingWebhookConfigurations, renamed and routed to the local webhook port."""
-    out: list[Obj] = []
+    out: list[JSONObj] = []
     for doc in _load_all(module / "config/components/webhook/manifests.yaml"):
         doc = copy.deepcopy(doc)
         kind = "mutating" if doc["kind"] == "MutatingWebhookConfiguration" else "validating"
@@ -88,7 +87,7 @@ def webhook_configurations(module: Path, webhook_port: int) -> list[Obj]:
     return out
 
 
-def support_objects() -> list[Obj]:
+def support_objects() -> list[JSONObj]:
     """Namespace, the empty cert Secret the rotator fills, and the ExternalName route to localhost."""
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
@@ -112,7 +111,7 @@ class Tuning:
     burst: int = 100
     workload_workers: int = 5
 
-    def manager(self) -> Obj:
+    def manager(self) -> JSONObj:
         """The `clientConnection` and `controller` stanzas of Kueue's Configuration."""
         concurrency = {
             "Job.batch": 5,
@@ -139,7 +138,7 @@ def configuration(
     cert_dir: Path,
     frameworks: tuple[str, ...] = ("batch/job", "pod"),
     tuning: Tuning = RELEASE_TUNING,
-) -> Obj:
+) -> JSONObj:
     """Kueue's config.kueue.x-k8s.io/v1beta2 Configuration for a single local replica, with the chain's
     resource transformations and exclusions (rules.capacity.kueueconfig)."""
     return {

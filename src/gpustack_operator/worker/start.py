@@ -21,8 +21,8 @@ from pathlib import Path
 
 from gpustack_operator.apiserver import health
 from gpustack_operator.apiserver.aggregated import AggregationOptions, NotAvailableError
-from gpustack_operator.controllers.manager import Manager
-from gpustack_operator.controllers.metrics import Metrics
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllerkit.metrics import Metrics
 from gpustack_operator.controllers.setup import setup_controllers
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.events import EventRecorder
@@ -38,7 +38,7 @@ __all__ = ["WorkerOptions", "run"]
 log = logging.getLogger(__name__)
 
 FAN_IN_THROTTLE = 2.0
-"""Seconds the chain's fan-in watches coalesce events over (controllers.watches): a thousand nodes joining
+"""Seconds the chain's fan-in watches coalesce events over (controllerkit.watches): a thousand nodes joining
 in a burst rewrite a ResourceFlavor, its queue and its InstanceType's status about once per period, not
 once per node (tests/bench/bench_chain.py measures it); a lone change still reconciles at once."""
 

@@ -11,19 +11,17 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver import serving
 from gpustack_operator.apiserver.app import build_app
 from gpustack_operator.apiserver.authn import Authenticator, RequestHeaderConfig, User
 from gpustack_operator.apiserver.authz import Authorizer
 from gpustack_operator.apiserver.registry import instancetypes
 from gpustack_operator.certs import pki
-
-JSONObj = dict[str, Any]
 
 
 @dataclass

@@ -16,10 +16,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import SETTINGS_SECRET
-from gpustack_operator.controllers.manager import Manager
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllers.dependencies import ControllerFactory
 from gpustack_operator.controllers.setup import setup_controllers
-from gpustack_operator.controllers.spec import ControllerFactory
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import FIELD_MANAGER, MERGE_PATCH
 from gpustack_operator.kube.patches import merge_patch
@@ -27,13 +28,12 @@ from gpustack_operator.kube.resources import SECRETS, Resource
 from gpustack_operator.kube.store import object_key
 from gpustack_operator.settings.environment import Environment
 from tests.helpers import eventually, yield_to_loop
+from tests.unit.controllerkit.fakes import FakeInformer, FakeInformers, FakeRecorder, running
 
-from .fakes import FakeInformer, FakeInformers, FakeRecorder, running
 from .writes import RecordingClient
 
 SYSTEM = "gpustack-system"
 DELETED_AT = "2025-01-01T00:00:00Z"
-JSONObj = dict[str, Any]
 
 
 _LIST_MAP_KEYS = ("name", "type")

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllers.indexers import (
     cluster_queue_flavors,
     local_queue_cluster_queue,
     workload_cluster_queue,
 )
-from gpustack_operator.controllers.predicates import JSONObj
 from gpustack_operator.kube.store import IndexFunc
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllers import instance_type
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, INSTANCE_TYPES
 
@@ -20,7 +21,6 @@ T4 = "gpustack--nvidia-tesla-t4-linux-amd64"
 CPU = "gpustack--generic-linux-amd64"
 FINALIZER = "gpustack.ai/controlled"
 D = 1_600_000
-JSONObj = dict[str, Any]
 
 
 def an_instance_type(name: str = T4, **spec: Any) -> JSONObj:

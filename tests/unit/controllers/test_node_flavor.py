@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import MANAGED_LABEL
 from gpustack_operator.api.schema.instancetype import INSTANCE_TYPE
+from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllers import node_flavor
-from gpustack_operator.controllers.manager import Manager
 from gpustack_operator.controllers.setup import setup_controllers
 from gpustack_operator.kube.resources import INSTANCE_TYPES, NODES, RESOURCE_FLAVORS, Resource
 from gpustack_operator.kube.store import object_key
@@ -27,16 +28,15 @@ from gpustack_operator.rules.naming.labels import (
 )
 from gpustack_operator.settings.environment import Environment
 from tests.helpers import eventually, yield_to_loop
+from tests.unit.controllerkit.fakes import FakeInformers, running
 from tests.unit.rules.builders import cpu_labels, node, tesla_t4_group
 
 from .chain_world import SYSTEM, World, world
-from .fakes import FakeInformers, running
 from .writes import RecordingClient
 
 G, A = "general.feature.gpustack.ai/", "acceleratable.feature.gpustack.ai/"
 CPU_FLAVOR = "gpustack--amd-25-1-linux-amd64-8c"
 GPU_FLAVOR = "gpustack--amd-25-1--nvidia-tesla-t4-linux-amd64-2d"
-JSONObj = dict[str, Any]
 UNMANAGED: dict[str, str | None] = {MANAGED_LABEL: "false"}
 NO_OS: dict[str, str | None] = {"kubernetes.io/os": None}
 

@@ -6,12 +6,11 @@ reports are fed through scripted informers; writes go to a server-like client th
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllers import instance_type, node_queue
-from gpustack_operator.controllers.instancetype_queue import new_cluster_queue, queue_labels
+from gpustack_operator.controllers.instance_type_queue import new_cluster_queue, queue_labels
 from gpustack_operator.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
@@ -26,7 +25,6 @@ ACC, OS, ARCH = "feature.gpustack.ai/acceleratable", "kubernetes.io/os", "kubern
 G, A, TYPE = "general.feature.gpustack.ai/", "acceleratable.feature.gpustack.ai/", "resource.gpustack.ai/type"
 T4, CPU = "gpustack--nvidia-tesla-t4-linux-amd64", "gpustack--generic-linux-amd64"
 DRAINED = "schedule.gpustack.ai/drained"
-JSONObj = dict[str, Any]
 
 
 def a_queue(name: str) -> JSONObj:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllers import node_queue_entrance
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, NAMESPACES, Resource
 from gpustack_operator.rules.naming.queues import format_local_queue_name
@@ -23,7 +24,6 @@ from .chain_world import DELETED_AT, SYSTEM, World, world
 POOL = "gpustack--nvidia-tesla-t4-linux-amd64"
 CPU_POOL = "gpustack--generic-linux-amd64"
 ENTRANCE = format_local_queue_name(POOL)
-JSONObj = dict[str, Any]
 
 
 def namespace(name: str, **meta: Any) -> JSONObj:

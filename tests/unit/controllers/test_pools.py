@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
+from gpustack_operator.api.json import JSONObj
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.watches import reads
 from gpustack_operator.controllers import indexers
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.instancetype_queue import queue_labels
+from gpustack_operator.controllers.instance_type_queue import queue_labels
 from gpustack_operator.controllers.pools import (
     devices_selector,
     pool_devices,
@@ -16,14 +18,11 @@ from gpustack_operator.controllers.pools import (
     queues_of_devices,
     queues_of_flavor,
 )
-from gpustack_operator.controllers.watches import reads
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, RESOURCE_FLAVORS
-
-from .fakes import FakeInformers
+from tests.unit.controllerkit.fakes import FakeInformers
 
 ACC, OS, ARCH = "feature.gpustack.ai/acceleratable", "kubernetes.io/os", "kubernetes.io/arch"
 G, A, TYPE = "general.feature.gpustack.ai/", "acceleratable.feature.gpustack.ai/", "resource.gpustack.ai/type"
-JSONObj = dict[str, Any]
 
 
 def queue(

@@ -11,19 +11,18 @@ the real manager over scripted informers (chain_world), with the manager's recor
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import pytest
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import MANAGED_LABEL, SETTINGS_SECRET
-from gpustack_operator.controllers import instance_type, node_devices, node_feature, node_flavor
-from gpustack_operator.controllers.problems import ProblemReporter
+from gpustack_operator.controllerkit.problems import ProblemReporter
+from gpustack_operator.controllers import devices_labels, instance_type, node_feature, node_flavor
 from gpustack_operator.kube.resources import DEVICES, INSTANCE_TYPES, NODE_FEATURES, NODES, SECRETS
+from tests.unit.controllerkit.fakes import FakeRecorder
 
 from .chain_world import SYSTEM, World, world
-from .fakes import FakeRecorder
 
-JSONObj = dict[str, Any]
 VENDOR = "feature.node.kubernetes.io/cpu-model."
 GENERAL = "general.feature.gpustack.ai/"
 
@@ -116,7 +115,7 @@ async def test_a_node_whose_cpu_key_makes_invalid_label_keys_is_warned_and_publi
 
 async def test_a_devices_ledger_of_an_unknown_manufacturer_is_warned_and_still_gets_the_mark() -> None:
     group = {"id": "x1", "manufacturer": "acme", "name": "Acme X1", "memory": 1024, "accelerators": []}
-    async with world(node_devices.controller) as w:
+    async with world(devices_labels.controller) as w:
         w.put(NODES, {"metadata": {"name": "n1", "labels": {MANAGED_LABEL: "true"}}})
         w.put(DEVICES, {"metadata": {"name": "n1"}, "spec": {"groups": [group]}})
         await w.settle(lambda: bool((w.get(DEVICES, "n1") or {})["metadata"].get("labels")))

@@ -7,17 +7,17 @@ from typing import cast
 
 import pytest
 
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllerkit.rbac import MANAGER_EVENTS, MANAGER_LEASES
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_
 from gpustack_operator.controllers import setup
-from gpustack_operator.controllers.manager import Manager
-from gpustack_operator.controllers.rbac import MANAGER_EVENTS, MANAGER_LEASES
+from gpustack_operator.controllers.dependencies import Dependencies
 from gpustack_operator.controllers.setup import ControllerSetupError, setup_controllers
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import for_
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, Resource
 from gpustack_operator.settings.environment import Environment
-
-from .fakes import FakeElector, FakeInformers, FakeRecorder, ScriptedReconciler
+from tests.unit.controllerkit.fakes import FakeElector, FakeInformers, FakeRecorder, ScriptedReconciler
 
 CLIENT = cast(Client, object())
 """Setup only hands the client on; no test here talks to an API server."""

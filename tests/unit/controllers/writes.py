@@ -14,15 +14,13 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import FIELD_MANAGER, MERGE_PATCH, Client
 from gpustack_operator.kube.patches import merge_patch
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.store import object_key
-
-from .fakes import FakeInformers
-
-JSONObj = dict[str, Any]
+from tests.unit.controllerkit.fakes import FakeInformers
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.runtime import Backoff
 
-JSONObj = dict[str, Any]
 HANG = object()
 
 

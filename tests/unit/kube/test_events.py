@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.events import EventRecorder, object_reference
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.runtime import FakeClock
-
-JSONObj = dict[str, Any]
 
 
 class EventsApi:

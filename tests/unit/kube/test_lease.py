@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.lease import LeaderElector, LeaseConfig
 from gpustack_operator.kube.resources import LEASES, Resource
 from gpustack_operator.runtime import FakeClock
 from tests.helpers import eventually, yield_to_loop
-
-JSONObj = dict[str, Any]
 
 
 class LeaseApi:

@@ -6,8 +6,9 @@ import logging
 
 import pytest
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import patches
-from gpustack_operator.kube.store import JSONObj, Store, object_key
+from gpustack_operator.kube.store import Store, object_key
 
 
 def pod(name: str, node: str | None, namespace: str = "ns") -> JSONObj:

@@ -8,8 +8,7 @@ node has, how many are untouched (no units allocated in the ledger), and their m
 
 from __future__ import annotations
 
-from typing import Any
-
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CATEGORY, KIND_DEVICES, PLURAL_DEVICES, V1, WORKER_GROUP
 from gpustack_operator.api.schema.devices import DEVICES
 from gpustack_operator.apiserver.discovery import ServedResource
@@ -22,7 +21,6 @@ from gpustack_operator.kube.resources import DEVICES as STORED
 
 __all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "proxy"]
 
-JSONObj = dict[str, Any]
 
 SERVED = ServedResource(
     group=WORKER_GROUP,

@@ -23,6 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import (
     CATEGORY,
     GENERIC,
@@ -59,7 +60,6 @@ from gpustack_operator.settings.catalog import INSTANCE_TYPE_AWARE_CPU_MANUFACTU
 
 __all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "FlavorList", "flavor_list"]
 
-JSONObj = dict[str, Any]
 
 SERVED = ServedResource(
     group=WORKER_GROUP,

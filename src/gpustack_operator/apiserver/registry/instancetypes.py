@@ -8,8 +8,8 @@ only `-o wide` shows it, as in the Go original. A view the status lacks prints `
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CATEGORY, KIND_INSTANCE_TYPE, PLURAL_INSTANCE_TYPES, V1, WORKER_GROUP
 from gpustack_operator.api.schema.instancetype import INSTANCE_TYPE
 from gpustack_operator.apiserver.discovery import ServedResource
@@ -23,7 +23,6 @@ from gpustack_operator.kube.resources import INSTANCE_TYPES as STORED
 
 __all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "proxy"]
 
-JSONObj = dict[str, Any]
 NONE = "<none>"
 
 SERVED = ServedResource(

@@ -22,6 +22,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from gpustack_operator.api import field
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CATEGORY, CORE_GROUP, V1
 from gpustack_operator.api.schema.setting import SETTING
 from gpustack_operator.apiserver.discovery import ServedResource
@@ -47,7 +48,6 @@ from gpustack_operator.settings.setting import Setting, SettingValueError
 
 __all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "SettingsAPI", "setting_object"]
 
-JSONObj = dict[str, Any]
 SENSITIVE_VALUE: Final = "(sensitive)"
 
 SERVED = ServedResource(

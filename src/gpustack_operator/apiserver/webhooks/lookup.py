@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import QUEUE_ENTRANCE_LABEL, SETTINGS_SECRET
 from gpustack_operator.api.names import is_dns_subdomain, is_label_name
 from gpustack_operator.kube import resources
@@ -25,8 +26,6 @@ from gpustack_operator.settings.setting import Setting
 __all__ = ["Cached", "Lookups"]
 
 log = logging.getLogger(__name__)
-
-JSONObj = dict[str, Any]
 
 
 class Cached(Protocol):

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpustack_operator.api import field
 from gpustack_operator.api.field import FieldError
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import KUEUE_QUEUE_NAME_LABEL
 from gpustack_operator.api.quantity import InvalidQuantityError, Quantity
 from gpustack_operator.apiserver.status import invalid
@@ -41,7 +42,6 @@ from gpustack_operator.rules.slicing.pods import (
 
 __all__ = ["PodHooks"]
 
-JSONObj = dict[str, Any]
 _SECTIONS = ("requests", "limits")
 
 

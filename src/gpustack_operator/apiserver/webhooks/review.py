@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.status import StatusError
 
 __all__ = ["API_VERSION", "Review", "ReviewError", "Verdict", "answer", "json_patch", "parse"]
 
-JSONObj = dict[str, Any]
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
 OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")

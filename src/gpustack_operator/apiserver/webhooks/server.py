@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.status import StatusError, bad_request
 from gpustack_operator.apiserver.webhooks.review import Review, ReviewError, Verdict, answer, parse
 from gpustack_operator.kube.errors import KubeError
@@ -41,7 +42,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-JSONObj = dict[str, Any]
 Hook = Callable[[Review], Awaitable[Verdict]]
 
 CONFIGURATION_PREFIX: Final = "gpustack-worker"

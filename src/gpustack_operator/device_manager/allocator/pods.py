@@ -13,7 +13,6 @@ from typing import Any
 
 from gpustack_operator.api.quantity import InvalidQuantityError, Quantity
 
-JSONObj = dict[str, Any]
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 

@@ -27,7 +27,6 @@ from gpustack_operator.rules.naming.resources import ResourceKind, resource_name
 
 __all__ = ["PodSetDemand", "pod_needs", "workload_demand"]
 
-JSONObj = Mapping[str, Any]
 _KINDS = (ResourceKind.EXCLUSIVE, ResourceKind.SHARED, ResourceKind.SLICED, ResourceKind.SLICED_UNITS)
 
 
@@ -49,13 +48,15 @@ def _value(text: object) -> int:
         return 0
 
 
-def _asks(container: JSONObj, base: str) -> dict[ResourceKind, int]:
+def _asks(container: Mapping[str, Any], base: str) -> dict[ResourceKind, int]:
     merged = merged_resources(container)
     names = {kind: resource_name_for(base, kind) for kind in _KINDS}
     return {kind: _value(merged[name]) for kind, name in names.items() if name in merged}
 
 
-def _effective(app: Iterable[JSONObj], init: Iterable[JSONObj], base: str) -> dict[ResourceKind, int]:
+def _effective(
+    app: Iterable[Mapping[str, Any]], init: Iterable[Mapping[str, Any]], base: str
+) -> dict[ResourceKind, int]:
     asks = [_asks(c, base) for c in app]
     total: dict[ResourceKind, int] = {k: sum(a.get(k, 0) for a in asks) for k in _KINDS}
     total[ResourceKind.SLICED_UNITS] = max((a.get(ResourceKind.SLICED_UNITS, 0) for a in asks), default=0)
@@ -64,7 +65,7 @@ def _effective(app: Iterable[JSONObj], init: Iterable[JSONObj], base: str) -> di
     return total
 
 
-def pod_needs(template: JSONObj, base: str) -> tuple[Need, ...]:
+def pod_needs(template: Mapping[str, Any], base: str) -> tuple[Need, ...]:
     """The cards of manufacturer resource `base` one Pod of the template needs (see the module docstring)."""
     spec = template.get("spec") or {}
     asks = _effective(spec.get("containers") or (), spec.get("initContainers") or (), base)
@@ -77,7 +78,7 @@ def pod_needs(template: JSONObj, base: str) -> tuple[Need, ...]:
     )
 
 
-def workload_demand(workload: JSONObj, environ: Environ = DEFAULT_ENVIRON) -> list[PodSetDemand]:
+def workload_demand(workload: Mapping[str, Any], environ: Environ = DEFAULT_ENVIRON) -> list[PodSetDemand]:
     """Each podSet that has a credits flavor and needs cards, with its demand (empty: no card needed)."""
     assigned = {
         a.get("name"): a

@@ -9,8 +9,8 @@ it: every later decision sees the ledger minus the promised units. A promised ca
 ledger shows that card consumed (its remaining dropped by at least the promised units since the promise),
 when the workload no longer holds its admission (finished, evicted, deleted: `drop`), or after `ttl` seconds
 (a Pod that never starts must not hold cards forever). Decisions are made one at a time (a decision is
-synchronous code, see controllers.admission_check), so a promise is in the book before the next decision
-reads it.
+synchronous code, see controllers.node_devices_admission_check), so a promise is in the book before the
+next decision reads it.
 
 Substitutes. The plan is ours, not the scheduler's nor the kubelet's: the scheduler may bind the Pod to
 another node of the flavor, and the device plugin prefers the lowest card index where the plan took the

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gpustack_operator.api.json import as_mapping, as_mappings
 from gpustack_operator.api.quantity import Quantity
 from gpustack_operator.api.types.instancetype import InstanceTypeResource
 from gpustack_operator.rules.capacity.quota import CPU, flavor_count, quantity_of
@@ -85,20 +86,10 @@ def _entries(value: object, where: str) -> list[Mapping[str, Any]]:
     return value
 
 
-def _dict(value: object) -> Mapping[str, Any]:
-    """The value when it is an object, else an empty one (a half-written field reads as absent)."""
-    return value if isinstance(value, dict) else {}
-
-
-def _dicts(value: object) -> list[Mapping[str, Any]]:
-    """The objects of a list field, skipping anything else."""
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
 def _sliceable_groups(devices: Mapping[str, Any]) -> set[str]:
     keys = set()
-    for group in _entries(_dict(devices.get("spec")).get("groups"), "spec.groups"):
-        size = _dict(_dict(group.get("acceleratorsFeature")).get("logicalSliced")).get("maxSize", 0)
+    for group in _entries(as_mapping(devices.get("spec")).get("groups"), "spec.groups"):
+        size = as_mapping(as_mapping(group.get("acceleratorsFeature")).get("logicalSliced")).get("maxSize", 0)
         if isinstance(size, int) and size > 0:
             keys.add(accelerator_key(str(group.get("manufacturer")), str(group.get("id"))))
     return keys
@@ -109,7 +100,7 @@ def pool_card_rows(devices: Mapping[str, Any], group: str) -> list[tuple[str, Ca
     sliceable = group in _sliceable_groups(devices)
     sick = unhealthy_cards(devices, group)
     cards = []
-    for entry in _entries(_dict(devices.get("status")).get("groups"), "status.groups"):
+    for entry in _entries(as_mapping(devices.get("status")).get("groups"), "status.groups"):
         if accelerator_key(str(entry.get("manufacturer")), str(entry.get("id"))) != group:
             continue
         for n, row in enumerate(_entries(entry.get("accelerators"), f"status.groups[{group}].accelerators")):
@@ -130,10 +121,10 @@ def pool_cards(devices: Mapping[str, Any], group: str) -> list[CardState]:
 def unhealthy_cards(devices: Mapping[str, Any], group: str) -> set[str]:
     """IDs of the pool's cards the device manager reports unhealthy (spec.groups[].accelerators[].status)."""
     found = set()
-    for entry in _dicts(_dict(devices.get("spec")).get("groups")):
+    for entry in as_mappings(as_mapping(devices.get("spec")).get("groups")):
         if accelerator_key(str(entry.get("manufacturer")), str(entry.get("id"))) == group:
-            for acc in _dicts(entry.get("accelerators")):
-                if _dict(acc.get("status")).get("unhealthy") is True:
+            for acc in as_mappings(entry.get("accelerators")):
+                if as_mapping(acc.get("status")).get("unhealthy") is True:
                     found.add(str(acc.get("id")))
     return found
 
@@ -165,14 +156,14 @@ def accelerator_views(nodes: Iterable[Sequence[CardState]]) -> AcceleratorViews:
 
 def _cpu_amounts(flavors: object, field: str) -> Iterable[tuple[str, Quantity | None]]:
     """(flavor name, the quantity `field` of its cpu resource, or None) for each flavor entry."""
-    for flavor in _dicts(flavors):
-        cpu = [r for r in _dicts(flavor.get("resources")) if r.get("name") == CPU]
+    for flavor in as_mappings(flavors):
+        cpu = [r for r in as_mappings(flavor.get("resources")) if r.get("name") == CPU]
         yield str(flavor.get("name", "")), quantity_of(cpu[0].get(field, "0")) if cpu else None
 
 
 def _reserved_cpu(cluster_queue: Mapping[str, Any], overcommit: bool) -> Quantity:
     reserved = Quantity(0)
-    for _, total in _cpu_amounts(_dict(cluster_queue.get("status")).get("flavorsReservation"), "total"):
+    for _, total in _cpu_amounts(as_mapping(cluster_queue.get("status")).get("flavorsReservation"), "total"):
         if total is not None and overcommit:
             total = Quantity(total.milli_value() // GENERAL_CPU_OVERCOMMIT_MILLI)
         reserved += total or 0
@@ -182,7 +173,7 @@ def _reserved_cpu(cluster_queue: Mapping[str, Any], overcommit: bool) -> Quantit
 def cpu_view(cluster_queue: Mapping[str, Any], overcommit: bool) -> View:
     """The CPU view of a CPU-only type from its ClusterQueue's cpu quota and reservations (cores)."""
     capacity, once_max = Quantity(0), Quantity(0)
-    for group in _dicts(_dict(cluster_queue.get("spec")).get("resourceGroups")):
+    for group in as_mappings(as_mapping(cluster_queue.get("spec")).get("resourceGroups")):
         for name, nominal in _cpu_amounts(group.get("flavors"), "nominalQuota"):
             capacity += nominal or 0
             once_max = max(once_max, Quantity(flavor_count(name)))

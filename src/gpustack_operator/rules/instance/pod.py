@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gpustack_operator.api.json import JSONObj, as_mapping
 from gpustack_operator.api.keys import (
     INSTANCE_UID_LABEL,
     KIND_INSTANCE,
@@ -49,7 +50,6 @@ __all__ = [
     "INSTANCE_POD_LABEL_VALUE",
     "MAIN",
     "SSHD",
-    "JSONObj",
     "PodSettings",
     "RenderError",
     "pod_status",
@@ -57,7 +57,6 @@ __all__ = [
     "required_objects",
 ]
 
-JSONObj = dict[str, Any]
 
 INSTANCE_POD_LABEL_VALUE: Final = RESOURCE_TYPE_INSTANCES
 MAIN: Final = "main"
@@ -279,21 +278,17 @@ def required_objects(instance: Mapping[str, Any]) -> list[tuple[str, str]]:
 
     The PersistentVolumeClaim of a persistent workspace, the image pull Secret and the SSH key Secret.
     """
-    spec = _loose(instance).get("spec")
+    spec = as_mapping(instance).get("spec")
     if not isinstance(spec, Mapping):
         return []
     wanted = [
-        ("PersistentVolumeClaim", _loose_name(_loose(spec.get("volume")).get("persistent"))),
+        ("PersistentVolumeClaim", _loose_name(as_mapping(spec.get("volume")).get("persistent"))),
         ("Secret", _loose_name(spec.get("imagePullSecret"))),
         ("Secret", _loose_name(spec.get("sshPublicKey"))),
     ]
     return [(kind, name) for kind, name in wanted if name]
 
 
-def _loose(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _loose_name(reference: object) -> str:
-    name = _loose(reference).get("name")
+    name = as_mapping(reference).get("name")
     return name if isinstance(name, str) else ""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
 
+from gpustack_operator.api.json import as_mapping
 from gpustack_operator.api.quantity import Quantity
 from gpustack_operator.rules.instance.input import RenderError, integer, mapping, quantity, text
 from gpustack_operator.rules.naming.manufacturers import is_known_manufacturer
@@ -74,29 +75,28 @@ class Accelerator:
         return {self.base + kind.value: str(value) for kind, value in wanted.items() if value > 0}
 
 
-def _loose(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _max_slices(feature: object) -> int:
-    sizes = (_loose(_loose(feature).get(mode)).get("maxSize") for mode in ("physicalSliced", "logicalSliced"))
+    sizes = (
+        as_mapping(as_mapping(feature).get(mode)).get("maxSize")
+        for mode in ("physicalSliced", "logicalSliced")
+    )
     return max((size for size in sizes if isinstance(size, int) and not isinstance(size, bool)), default=0)
 
 
 def instance_type_sliceable(instance_type: Mapping[str, Any]) -> bool:
     """The type's cards slice: its spec or observed detail names a slicing feature, or its sliced view
     has capacity. The Instance webhook asks this too before it treats percentages as a slice."""
-    spec, status = _loose(instance_type.get("spec")), _loose(instance_type.get("status"))
+    spec, status = as_mapping(instance_type.get("spec")), as_mapping(instance_type.get("status"))
     if spec.get("acceleratable") is not True:
         return False
-    capacity = _loose(status.get("acceleratorSliced")).get("capacity")
+    capacity = as_mapping(status.get("acceleratorSliced")).get("capacity")
     try:
         sliced_capacity = quantity(capacity, "status.acceleratorSliced.capacity")
     except RenderError:
         sliced_capacity = None
     return (
         _max_slices(spec.get("feature")) > 0
-        or _max_slices(_loose(status.get("detail")).get("slicedDetail")) > 0
+        or _max_slices(as_mapping(status.get("detail")).get("slicedDetail")) > 0
         or (sliced_capacity is not None and sliced_capacity > 0)
     )
 

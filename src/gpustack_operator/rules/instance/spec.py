@@ -20,6 +20,7 @@ from fractions import Fraction
 from typing import Any, Final
 
 from gpustack_operator.api.field import ErrorType, FieldError, forbidden, invalid, required
+from gpustack_operator.api.json import JSONObj, as_mapping
 from gpustack_operator.api.quantity import Quantity, percent_of, to_quantity
 from gpustack_operator.api.types.instance import InstancePhase
 from gpustack_operator.rules.instance.resources import instance_type_sliceable
@@ -30,13 +31,11 @@ __all__ = [
     "DEFAULT_LOCAL_STORAGE",
     "DEFAULT_VOLUME_MOUNT",
     "RUNNING_IMMUTABLE",
-    "JSONObj",
     "default",
     "validate_create",
     "validate_update",
 ]
 
-JSONObj = dict[str, Any]
 
 DEFAULT_IMAGE_PULL_POLICY: Final = "IfNotPresent"
 DEFAULT_VOLUME_MOUNT: Final = "/workspace"
@@ -74,10 +73,6 @@ def _is_zero(value: object) -> bool:
     return quantity is not None and quantity.is_zero()
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 @dataclass(frozen=True)
 class _Type:
     """What the rules read from an InstanceType; a field that does not parse is None (no fold, no cap)."""
@@ -94,13 +89,13 @@ class _Type:
 
 def _once_max(status: Mapping[str, Any], view: str) -> Quantity:
     """``status.<view>.onceMaxRequest``; absent (not yet observed) reads as 0, as in Go."""
-    return to_quantity(_mapping(status.get(view)).get("onceMaxRequest")) or Quantity(0)
+    return to_quantity(as_mapping(status.get(view)).get("onceMaxRequest")) or Quantity(0)
 
 
 def _type(instance_type: Mapping[str, Any]) -> _Type:
-    spec, status = _mapping(instance_type.get("spec")), _mapping(instance_type.get("status"))
-    units = _mapping(spec.get("unitResources"))
-    name = _mapping(instance_type.get("metadata")).get("name")
+    spec, status = as_mapping(instance_type.get("spec")), as_mapping(instance_type.get("status"))
+    units = as_mapping(spec.get("unitResources"))
+    name = as_mapping(instance_type.get("metadata")).get("name")
     return _Type(
         name=name if isinstance(name, str) else "",
         acceleratable=spec.get("acceleratable") is True,
@@ -272,7 +267,7 @@ def _resource_errors(spec: Mapping[str, Any], instance_type: Mapping[str, Any]) 
     resources = spec.get("resources")
     if resources is not None and not isinstance(resources, Mapping):
         return [invalid(RESOURCES, resources, "must be an object")]
-    return _Requests(_mapping(resources), _type(instance_type)).check()
+    return _Requests(as_mapping(resources), _type(instance_type)).check()
 
 
 def _volume_errors(volume: object) -> list[FieldError]:
@@ -281,21 +276,21 @@ def _volume_errors(volume: object) -> list[FieldError]:
     one = "exactly one of ephemeral or persistent must be specified"
     if volume is not None and not isinstance(volume, Mapping):
         return [invalid(path, volume, "must be an object")]
-    volume = _mapping(volume)
+    volume = as_mapping(volume)
     ephemeral, persistent = volume.get("ephemeral"), volume.get("persistent")
     if ephemeral is None and persistent is None:
         return [required(path, one)]
     if ephemeral is not None and persistent is not None:
         return [forbidden(path, one)]
     if ephemeral is not None:
-        capacity = _mapping(ephemeral).get("capacity")
+        capacity = as_mapping(ephemeral).get("capacity")
         if capacity is None or capacity == "":
             return [required(f"{path}.ephemeral.capacity", "must be specified")]
         quantity = to_quantity(capacity)
         if quantity is None or quantity <= 0:
             return [invalid(f"{path}.ephemeral.capacity", capacity, "must be greater than 0")]
         return []
-    name = _mapping(persistent).get("name")
+    name = as_mapping(persistent).get("name")
     if not isinstance(name, str) or not name:
         return [required(f"{path}.persistent.name", "must name the claim of the persistent volume")]
     return []
@@ -323,7 +318,7 @@ def validate_create(
     """§4.3 create: not in a reserved namespace (the system namespace, kube-system); a type; a type that
     exists and requests that fit it unless created stopped (starting re-checks both); a valid volume."""
     errors: list[FieldError] = []
-    namespace = _mapping(obj.get("metadata")).get("namespace")
+    namespace = as_mapping(obj.get("metadata")).get("namespace")
     if isinstance(namespace, str) and namespace in (system_namespace, KUBE_SYSTEM):
         errors.append(forbidden("metadata.namespace", f"{namespace} is reserved for the system"))
     spec = obj.get("spec")
@@ -342,8 +337,8 @@ def validate_update(
     """§4.3 update: a running instance is frozen but for its name, description and stop; the volume is
     frozen always; it starts (stop true → false) only from phase Stopped, with a type that exists and
     requests that fit it; it cannot be stopped while Starting."""
-    old_spec, new_spec = _mapping(old.get("spec")), _mapping(new.get("spec"))
-    phase = _mapping(old.get("status")).get("phase")
+    old_spec, new_spec = as_mapping(old.get("spec")), as_mapping(new.get("spec"))
+    phase = as_mapping(old.get("status")).get("phase")
     was_running, runs = old_spec.get("stop") is not True, new_spec.get("stop") is not True
     errors: list[FieldError] = []
     if was_running:

@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from gpustack_operator.api.json import JSONObj, as_list, as_mapping, as_str
 from gpustack_operator.api.keys import (
     ACCELERATOR_ALLOCATED_ANNOTATION,
     KUEUE_ADMISSION_GATE,
@@ -24,23 +25,9 @@ from gpustack_operator.api.keys import (
 from gpustack_operator.api.types.devices import AcceleratorAllocation, DevicesAllocationGroup
 from gpustack_operator.api.types.instance import InstancePhase
 
-JSONObj = dict[str, Any]
-
 UNREADABLE_ALLOCATION: Final = "the device allocation annotation of the Pod is unreadable"
 _MESSAGE_MAX: Final = 1024
 """Kubernetes messages can be long; a status line keeps the start."""
-
-
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: object) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def _int(value: object) -> int | None:
@@ -48,7 +35,9 @@ def _int(value: object) -> int | None:
 
 
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
-    return next((_map(c) for c in _list(status.get("conditions")) if _map(c).get("type") == kind), {})
+    return next(
+        (as_mapping(c) for c in as_list(status.get("conditions")) if as_mapping(c).get("type") == kind), {}
+    )
 
 
 def _join(*parts: str) -> str:
@@ -57,17 +46,19 @@ def _join(*parts: str) -> str:
 
 def _container_problem(statuses: Iterable[Any]) -> str:
     """Why the first not-ready container is not ready, from its state."""
-    for entry in map(_map, statuses):
+    for entry in map(as_mapping, statuses):
         if entry.get("ready") is True:
             continue
-        name, state = _str(entry.get("name")), _map(entry.get("state"))
-        if waiting := _map(state.get("waiting")):
+        name, state = as_str(entry.get("name")), as_mapping(entry.get("state"))
+        if waiting := as_mapping(state.get("waiting")):
             return _join(
-                f"container {name}", _str(waiting.get("reason")) or "waiting", _str(waiting.get("message"))
+                f"container {name}",
+                as_str(waiting.get("reason")) or "waiting",
+                as_str(waiting.get("message")),
             )
-        if terminated := _map(state.get("terminated")):
+        if terminated := as_mapping(state.get("terminated")):
             code = _int(terminated.get("exitCode"))
-            reason = _str(terminated.get("reason")) or "terminated"
+            reason = as_str(terminated.get("reason")) or "terminated"
             return _join(
                 f"container {name} exited", reason + (f" (exit code {code})" if code is not None else "")
             )
@@ -92,32 +83,37 @@ Instance webhook refuses a stop while Starting, so a workspace stuck on a bad im
 
 def _stuck(statuses: Iterable[Any]) -> bool:
     return any(
-        _str(_map(_map(_map(entry).get("state")).get("waiting")).get("reason")) in STUCK_REASONS
+        as_str(as_mapping(as_mapping(as_mapping(entry).get("state")).get("waiting")).get("reason"))
+        in STUCK_REASONS
         for entry in statuses
     )
 
 
 def _phase(pod: Mapping[str, Any], stop: bool) -> tuple[InstancePhase, str]:
-    meta, spec, status = _map(pod.get("metadata")), _map(pod.get("spec")), _map(pod.get("status"))
-    containers = _list(status.get("containerStatuses"))
+    meta, spec, status = (
+        as_mapping(pod.get("metadata")),
+        as_mapping(pod.get("spec")),
+        as_mapping(pod.get("status")),
+    )
+    containers = as_list(status.get("containerStatuses"))
     if stop:
         return InstancePhase.STOPPING, "stopping: deleting the Pod"
     if meta.get("deletionTimestamp"):
         disruption = _condition(status, "DisruptionTarget")
-        return InstancePhase.STOPPING, _join("the Pod is being deleted", _str(disruption.get("message")))
-    pod_phase = _str(status.get("phase"))
+        return InstancePhase.STOPPING, _join("the Pod is being deleted", as_str(disruption.get("message")))
+    pod_phase = as_str(status.get("phase"))
     if pod_phase in ("Failed", "Succeeded"):
         return InstancePhase.FAILED, _join(
             "the Pod ended",
-            _str(status.get("message")) or _str(status.get("reason")) or _container_problem(containers),
+            as_str(status.get("message")) or as_str(status.get("reason")) or _container_problem(containers),
         )
-    gates = {_str(_map(gate).get("name")) for gate in _list(spec.get("schedulingGates"))}
+    gates = {as_str(as_mapping(gate).get("name")) for gate in as_list(spec.get("schedulingGates"))}
     if KUEUE_ADMISSION_GATE in gates:
-        queue = _str(_map(meta.get("labels")).get(KUEUE_QUEUE_NAME_LABEL))
+        queue = as_str(as_mapping(meta.get("labels")).get(KUEUE_QUEUE_NAME_LABEL))
         return InstancePhase.PENDING, f"waiting for admission in queue {queue}"
-    if not _str(spec.get("nodeName")):
+    if not as_str(spec.get("nodeName")):
         scheduled = _condition(status, "PodScheduled")
-        return InstancePhase.PENDING, _join("waiting for scheduling", _str(scheduled.get("message")))
+        return InstancePhase.PENDING, _join("waiting for scheduling", as_str(scheduled.get("message")))
     if pod_phase == "Running" and _condition(status, "Ready").get("status") == "True":
         return InstancePhase.RUNNING, ""
     if _stuck(containers):
@@ -126,28 +122,28 @@ def _phase(pod: Mapping[str, Any], stop: bool) -> tuple[InstancePhase, str]:
 
 
 def _ips(status: Mapping[str, Any], many: str, one: str) -> list[str]:
-    ips = [_str(_map(entry).get("ip")) for entry in _list(status.get(many))]
-    ips = [ip for ip in ips if ip] or [_str(status.get(one))]
+    ips = [as_str(as_mapping(entry).get("ip")) for entry in as_list(status.get(many))]
+    ips = [ip for ip in ips if ip] or [as_str(status.get(one))]
     return [ip for ip in ips if ip]
 
 
 def _ports(spec: Mapping[str, Any]) -> list[JSONObj]:
     """The ports main (the Pod's first container) exposes, as the Pod (immutable: what runs) declares."""
-    main = _map(next(iter(_list(spec.get("containers"))), {}))
+    main = as_mapping(next(iter(as_list(spec.get("containers"))), {}))
     ports: list[JSONObj] = []
-    for entry in map(_map, _list(main.get("ports"))):
+    for entry in map(as_mapping, as_list(main.get("ports"))):
         if (port := _int(entry.get("containerPort"))) is None:
             continue
-        item: JSONObj = {"port": port, "protocol": _str(entry.get("protocol")) or "TCP"}
-        if name := _str(entry.get("name")):
+        item: JSONObj = {"port": port, "protocol": as_str(entry.get("protocol")) or "TCP"}
+        if name := as_str(entry.get("name")):
             item["name"] = name
         ports.append(item)
     return ports
 
 
 def _card(value: object) -> AcceleratorAllocation | None:
-    entry = _map(value)
-    uuid, index, mode = _str(entry.get("id")), _int(entry.get("index")), _int(entry.get("mode"))
+    entry = as_mapping(value)
+    uuid, index, mode = as_str(entry.get("id")), _int(entry.get("index")), _int(entry.get("mode"))
     if not uuid or index is None or mode is None:
         return None
     card: AcceleratorAllocation = {"id": uuid, "index": index, "mode": mode}
@@ -159,7 +155,9 @@ def _card(value: object) -> AcceleratorAllocation | None:
 def pod_allocations(pod: Mapping[str, Any]) -> tuple[list[DevicesAllocationGroup], bool]:
     """The cards the device manager recorded on the Pod, merged over its containers in name order, and
     whether the annotation was readable (absent counts as readable: nothing allocated yet)."""
-    text = _map(_map(pod.get("metadata")).get("annotations")).get(ACCELERATOR_ALLOCATED_ANNOTATION)
+    text = as_mapping(as_mapping(pod.get("metadata")).get("annotations")).get(
+        ACCELERATOR_ALLOCATED_ANNOTATION
+    )
     if not text:
         return [], True
     try:
@@ -173,9 +171,14 @@ def pod_allocations(pod: Mapping[str, Any]) -> tuple[list[DevicesAllocationGroup
     if not all(isinstance(entry, Mapping) and isinstance(entry.get("devices"), Mapping) for entry in entries):
         return [], False
     for entry in entries:
-        for raw in _list(entry["devices"].get("groups")):
-            group_id, manufacturer = _str(_map(raw).get("id")), _str(_map(raw).get("manufacturer"))
-            cards = [card for card in map(_card, _list(_map(raw).get("accelerators"))) if card is not None]
+        for raw in as_list(entry["devices"].get("groups")):
+            group_id, manufacturer = (
+                as_str(as_mapping(raw).get("id")),
+                as_str(as_mapping(raw).get("manufacturer")),
+            )
+            cards = [
+                card for card in map(_card, as_list(as_mapping(raw).get("accelerators"))) if card is not None
+            ]
             if not group_id or not cards:
                 continue
             group = groups.setdefault(
@@ -188,20 +191,20 @@ def pod_allocations(pod: Mapping[str, Any]) -> tuple[list[DevicesAllocationGroup
 
 def pod_status(pod: Mapping[str, Any] | None, instance: Mapping[str, Any]) -> JSONObj:
     """The Instance ``status`` for its Pod (None: there is none); empty fields are omitted."""
-    stop = _map(instance.get("spec")).get("stop") is True
+    stop = as_mapping(instance.get("spec")).get("stop") is True
     if pod is None:
         if stop:
             return {"phase": InstancePhase.STOPPED.value, "phaseMessage": "the instance is stopped"}
         return {"phase": InstancePhase.PENDING.value, "phaseMessage": "creating the Pod"}
     phase, message = _phase(pod, stop)
-    spec, status = _map(pod.get("spec")), _map(pod.get("status"))
+    spec, status = as_mapping(pod.get("spec")), as_mapping(pod.get("status"))
     allocations, readable = pod_allocations(pod)
     if not readable:
         message = "; ".join(part for part in (message, UNREADABLE_ALLOCATION) if part)
     result: JSONObj = {
         "phase": phase.value,
         "phaseMessage": message,
-        "nodeName": _str(spec.get("nodeName")),
+        "nodeName": as_str(spec.get("nodeName")),
         "hostIPs": _ips(status, "hostIPs", "hostIP"),
         "podIPs": _ips(status, "podIPs", "podIP"),
         "ports": _ports(spec),

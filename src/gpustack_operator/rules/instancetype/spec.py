@@ -24,20 +24,19 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from gpustack_operator.api.field import FieldError, forbidden, invalid, required
+from gpustack_operator.api.json import JSONObj, as_mapping, as_str
 from gpustack_operator.api.keys import GENERIC, QUEUE_ENTRANCE_LABEL
 from gpustack_operator.rules.naming.pools import is_feature_key, pool_schedule_labels
 from gpustack_operator.rules.naming.queues import format_local_queue_name
 
 __all__ = [
     "MUTABLE_FIELDS",
-    "JSONObj",
     "default",
     "equal_ignoring_zero",
     "validate_create",
     "validate_update",
 ]
 
-JSONObj = dict[str, Any]
 
 MUTABLE_FIELDS: Final = ("displayName", "description", "inactive")
 """The spec fields an admin may change after creation (§4.2)."""
@@ -48,15 +47,6 @@ SPECIFIED: Final = "must be specified"
 INT32_MAX: Final = 2**31 - 1
 _INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 _GI: Final = "Gi"
-
-
-def _text(value: object) -> str:
-    """A string field's value; a non-string reads as empty (validation reports it)."""
-    return value if isinstance(value, str) else ""
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _encodable(text: str) -> bool:
@@ -84,7 +74,7 @@ def default(obj: Mapping[str, Any], *, aware: bool) -> JSONObj:
     if spec.get("generalGroup") in (None, ""):
         spec["generalGroup"] = GENERIC
     acceleratable = spec.get("acceleratable") is True
-    accelerator_group = _text(spec.get("acceleratorGroup"))
+    accelerator_group = as_str(spec.get("acceleratorGroup"))
     if acceleratable and not accelerator_group:
         return result
     if result.get("metadata") is None:
@@ -97,14 +87,14 @@ def default(obj: Mapping[str, Any], *, aware: bool) -> JSONObj:
     sched = pool_schedule_labels(
         acceleratable,
         aware,
-        _text(spec.get("generalGroup")),
+        as_str(spec.get("generalGroup")),
         accelerator_group,
-        _text(spec.get("os")),
-        _text(spec.get("arch")),
+        as_str(spec.get("os")),
+        as_str(spec.get("arch")),
     )
     labels = {k: v for k, v in labels.items() if not (is_feature_key(str(k)) and k not in sched)}
     labels.update(sched)
-    name = _text(metadata.get("name"))
+    name = as_str(metadata.get("name"))
     if name and _encodable(name):
         labels[QUEUE_ENTRANCE_LABEL] = format_local_queue_name(name)
     metadata["labels"] = labels
@@ -177,7 +167,7 @@ def validate_create(obj: Mapping[str, Any]) -> list[FieldError]:
     if units is not None and not isinstance(units, Mapping):
         errors.append(invalid("spec.unitResources", units, "must be an object"))
         units = None
-    units = _mapping(units)
+    units = as_mapping(units)
     unit_cpu = _string_field(units, "cpu", "spec.unitResources.cpu", errors)
     if unit_cpu:
         _append(errors, _check_unit_cpu(unit_cpu, acceleratable, "spec.unitResources.cpu"))

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.quantity import Quantity
 from gpustack_operator.rules.instance.pod import (
     MAIN,
@@ -28,15 +29,14 @@ from gpustack_operator.rules.slicing.pods import (
     sliced_problems,
 )
 
-JSON = dict[str, Any]
 ENTRANCE = format_local_queue_name("nvidia-h100")
 OVERCOMMIT = PodSettings(overcommit=True, ssh_server_image="gpustack/ssh-server:v1.3.0")
 EXACT = PodSettings(overcommit=False, ssh_server_image="gpustack/ssh-server:v1.3.0")
 
 
-def instance(**spec: Any) -> JSON:
+def instance(**spec: Any) -> JSONObj:
     """An Instance as the Instance webhook leaves it: 2 H100 cards, an ephemeral workspace."""
-    base: JSON = {
+    base: JSONObj = {
         "type": "nvidia-h100",
         "image": "pytorch/pytorch:2.4",
         "imagePullPolicy": "IfNotPresent",
@@ -53,9 +53,9 @@ def instance(**spec: Any) -> JSON:
     }
 
 
-def h100(**spec: Any) -> JSON:
+def h100(**spec: Any) -> JSONObj:
     """A derived whole-card NVIDIA type with its queue entrance reported."""
-    base: JSON = {
+    base: JSONObj = {
         "acceleratable": True,
         "acceleratorGroup": "nvidia-h100",
         "os": "linux",
@@ -71,7 +71,7 @@ def h100(**spec: Any) -> JSON:
     }
 
 
-def sliceable_a10() -> JSON:
+def sliceable_a10() -> JSONObj:
     """An NVIDIA type whose cards slice (logical slicing, 128 per card)."""
     kind = h100(
         acceleratorGroup="nvidia-a10", manufacturer="nvidia", feature={"logicalSliced": {"maxSize": 128}}
@@ -80,7 +80,7 @@ def sliceable_a10() -> JSON:
     return kind
 
 
-def cpu_only() -> JSON:
+def cpu_only() -> JSONObj:
     return {
         "metadata": {"name": "gpustack--generic"},
         "spec": {
@@ -95,7 +95,7 @@ def cpu_only() -> JSON:
     }
 
 
-def containers(pod: Mapping[str, Any]) -> dict[str, JSON]:
+def containers(pod: Mapping[str, Any]) -> dict[str, JSONObj]:
     return {c["name"]: c for c in pod["spec"]["containers"]}
 
 
@@ -103,7 +103,7 @@ def main_resources(pod: Mapping[str, Any]) -> Any:
     return containers(pod)[MAIN]["resources"]
 
 
-def volume(pod: Mapping[str, Any], name: str) -> JSON:
+def volume(pod: Mapping[str, Any], name: str) -> JSONObj:
     return next(v for v in pod["spec"]["volumes"] if v["name"] == name)
 
 
@@ -245,7 +245,7 @@ def test_queue_falls_back_to_the_type_name_before_the_entrance_is_reported() -> 
     ],
 )
 def test_main_asks_for(
-    spec: JSON, kind: JSON, pod_settings: PodSettings, limits: JSON, requests: JSON
+    spec: JSONObj, kind: JSONObj, pod_settings: PodSettings, limits: JSONObj, requests: JSONObj
 ) -> None:
     resources = main_resources(render_pod(instance(**spec), kind, pod_settings))
     assert resources == {"limits": limits, "requests": requests}
@@ -320,7 +320,7 @@ def test_an_unprivileged_instance_gets_no_security_context() -> None:
         ),
     ],
 )
-def test_workspace_volume(volume_spec: JSON, expected: JSON) -> None:
+def test_workspace_volume(volume_spec: JSONObj, expected: JSONObj) -> None:
     assert volume(render_pod(instance(volume=volume_spec), h100(), OVERCOMMIT), "workspace") == expected
 
 
@@ -361,7 +361,7 @@ def test_image_pull_secret_is_handed_to_the_kubelet() -> None:
         ),
     ],
 )
-def test_ssh_sidecar_sees_mains_cards(spec: JSON, kind: JSON, visibility: JSON | None) -> None:
+def test_ssh_sidecar_sees_mains_cards(spec: JSONObj, kind: JSONObj, visibility: JSONObj | None) -> None:
     pod = render_pod(instance(sshPublicKey={"name": "alice-key"}, **spec), kind, OVERCOMMIT)
     assert [c["name"] for c in pod["spec"]["containers"]] == [MAIN, SSHD]
     sshd = containers(pod)[SSHD]
@@ -386,8 +386,8 @@ def test_ssh_sidecar_reads_the_key_secret_read_only() -> None:
 # --- refusals ------------------------------------------------------------------------------------------
 
 
-def _without(path: str) -> Callable[[JSON, JSON], None]:
-    def edit(inst: JSON, _: JSON) -> None:
+def _without(path: str) -> Callable[[JSONObj, JSONObj], None]:
+    def edit(inst: JSONObj, _: JSONObj) -> None:
         *parents, leaf = path.split(".")
         node = inst
         for key in parents:
@@ -397,8 +397,8 @@ def _without(path: str) -> Callable[[JSON, JSON], None]:
     return edit
 
 
-def _set(target: str, path: str, value: Any) -> Callable[[JSON, JSON], None]:
-    def edit(inst: JSON, kind: JSON) -> None:
+def _set(target: str, path: str, value: Any) -> Callable[[JSONObj, JSONObj], None]:
+    def edit(inst: JSONObj, kind: JSONObj) -> None:
         *parents, leaf = path.split(".")
         node = inst if target == "instance" else kind
         for key in parents:
@@ -408,7 +408,7 @@ def _set(target: str, path: str, value: Any) -> Callable[[JSON, JSON], None]:
     return edit
 
 
-def _no_queue(_: JSON, kind: JSON) -> None:
+def _no_queue(_: JSONObj, kind: JSONObj) -> None:
     del kind["status"]
     del kind["metadata"]
 
@@ -462,7 +462,9 @@ def _no_queue(_: JSON, kind: JSON) -> None:
         ),
     ],
 )
-def test_impossible_input_is_refused_naming_the_field(edit: Callable[[JSON, JSON], None], named: str) -> None:
+def test_impossible_input_is_refused_naming_the_field(
+    edit: Callable[[JSONObj, JSONObj], None], named: str
+) -> None:
     inst, kind = instance(), h100()
     edit(inst, kind)
     with pytest.raises(RenderError, match=named.replace("[", r"\[").replace("]", r"\]")):
@@ -495,7 +497,7 @@ def test_rendering_leaves_its_inputs_alone() -> None:
         pytest.param({"volume": "nonsense", "sshPublicKey": ["x"]}, [], id="malformed fields need nothing"),
     ],
 )
-def test_required_objects(spec: JSON, expected: list[tuple[str, str]]) -> None:
+def test_required_objects(spec: JSONObj, expected: list[tuple[str, str]]) -> None:
     assert required_objects(instance(**spec)) == expected
 
 
@@ -525,7 +527,7 @@ def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return found
 
 
-def _replace(doc: JSON, path: tuple[Any, ...], value: Any) -> Any:
+def _replace(doc: JSONObj, path: tuple[Any, ...], value: Any) -> Any:
     if not path:
         return value
     target = doc

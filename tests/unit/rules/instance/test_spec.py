@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpustack_operator.api.field import FieldError
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.quantity import string_percent_multiply
 from gpustack_operator.rules.instance import spec as instance
 from tests.unit.jsonish import fields, json_values
 
-JSONObj = dict[str, Any]
 SYSTEM = "gpustack-system"
 MEM, CORES = "acceleratorSlicedMemoryPercentage", "acceleratorSlicedCoresPercentage"
 

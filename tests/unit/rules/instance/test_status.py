@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import ACCELERATOR_ALLOCATED_ANNOTATION
 from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation, encode
@@ -15,12 +16,11 @@ from gpustack_operator.rules.instance.pod import PodSettings, render_pod
 from gpustack_operator.rules.instance.status import UNREADABLE_ALLOCATION, pod_status
 from tests.unit.rules.instance.test_pod import h100, instance
 
-JSON = dict[str, Any]
 QUEUE = h100()["status"]["entrance"]
 H100_GROUP = "h100-80g"
 
 
-def pod(**status: Any) -> JSON:
+def pod(**status: Any) -> JSONObj:
     """The Instance's Pod as rendered (gated by Kueue, unscheduled), with ``status`` applied."""
     rendered = render_pod(
         instance(ports=[{"port": 8888, "name": "jupyter"}]), h100(), PodSettings(True, "sshd")
@@ -30,24 +30,24 @@ def pod(**status: Any) -> JSON:
     return rendered
 
 
-def admitted(**status: Any) -> JSON:
+def admitted(**status: Any) -> JSONObj:
     built = pod(**status)
     del built["spec"]["schedulingGates"]
     return built
 
 
-def on_node(**status: Any) -> JSON:
+def on_node(**status: Any) -> JSONObj:
     built = admitted(**status)
     built["spec"]["nodeName"] = "gpu-node-1"
     return built
 
 
-def waiting(reason: str, message: str = "") -> JSON:
-    state: JSON = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+def waiting(reason: str, message: str = "") -> JSONObj:
+    state: JSONObj = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
     return {"name": "main", "ready": False, "state": state}
 
 
-def running_ready() -> JSON:
+def running_ready() -> JSONObj:
     return on_node(
         phase="Running",
         conditions=[{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
@@ -59,12 +59,12 @@ def running_ready() -> JSON:
     )
 
 
-def deleting(built: JSON) -> JSON:
+def deleting(built: JSONObj) -> JSONObj:
     built["metadata"]["deletionTimestamp"] = "2026-12-01T20:00:00Z"
     return built
 
 
-def stopped(inst: JSON) -> JSON:
+def stopped(inst: JSONObj) -> JSONObj:
     inst["spec"]["stop"] = True
     return inst
 
@@ -165,7 +165,7 @@ def stopped(inst: JSON) -> JSON:
         ),
     ],
 )
-def test_phase_and_message(the_pod: JSON | None, inst: JSON, phase: str, message: str | None) -> None:
+def test_phase_and_message(the_pod: JSONObj | None, inst: JSONObj, phase: str, message: str | None) -> None:
     status = pod_status(the_pod, inst)
     assert status["phase"] == phase
     assert status.get("phaseMessage") == message
@@ -257,7 +257,7 @@ _POD_KEYS = st.sampled_from(
     status=st.dictionaries(_POD_KEYS, _ANY_JSON, max_size=4),
     annotation=_ANY_JSON,
 )
-def test_a_pod_of_any_shape_yields_a_status(shape: JSON, status: JSON, annotation: Any) -> None:
+def test_a_pod_of_any_shape_yields_a_status(shape: JSONObj, status: JSONObj, annotation: Any) -> None:
     bent = running_ready() | shape
     if isinstance(bent.get("status"), dict):
         bent["status"] = bent["status"] | status

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpustack_operator.api.field import FieldError
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.rules.instancetype import spec as instancetype
 from gpustack_operator.rules.naming.queues import format_local_queue_name
 from tests.unit.jsonish import json_values
 
-JSONObj = dict[str, Any]
 ENTRANCE = "schedule.gpustack.ai/queue-entrance"
 ACC = "feature.gpustack.ai/acceleratable"
 OS, ARCH = "kubernetes.io/os", "kubernetes.io/arch"

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.negotiation import Representation
 from gpustack_operator.apiserver.registry.generic.selectors import parse_selectors
 from gpustack_operator.kube.resources import Resource
@@ -44,7 +45,6 @@ from gpustack_operator.kube.store import Store
 
 __all__ = ["GET_PARAMS", "LIST_PARAMS", "CachedReads", "Informed", "decimal", "object_version"]
 
-JSONObj = dict[str, Any]
 
 LIST_PARAMS = frozenset(
     {

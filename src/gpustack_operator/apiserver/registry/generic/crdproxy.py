@@ -27,6 +27,7 @@ import yaml
 from aiohttp import web
 from multidict import CIMultiDict
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
 from gpustack_operator.apiserver.registry.generic.cachedreads import CachedReads, Informed, decimal
@@ -52,7 +53,6 @@ __all__ = ["STATUS_SUBRESOURCE", "VERBS", "CRDProxy", "decode_json", "manager_fr
 
 log = logging.getLogger(__name__)
 
-JSONObj = dict[str, Any]
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 """Every verb a proxied resource serves: what its discovery entry publishes."""
 STATUS_SUBRESOURCE = (("status", ("get", "patch", "update")),)

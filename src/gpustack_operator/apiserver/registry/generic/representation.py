@@ -8,14 +8,12 @@ that carries its resourceVersion, as kube's watch encoder does.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.negotiation import Representation
 from gpustack_operator.apiserver.table import Column, partial_metadata, table
 
 __all__ = ["render_event", "render_list", "render_object"]
-
-JSONObj = dict[str, Any]
 
 
 def render_object(rep: Representation, obj: JSONObj, columns: Sequence[Column], include: str) -> JSONObj:

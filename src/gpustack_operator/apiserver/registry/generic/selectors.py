@@ -20,9 +20,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_operator.api.json import JSONObj
+
 __all__ = ["Match", "parse_field_selector", "parse_label_selector", "parse_selectors"]
 
-JSONObj = dict[str, Any]
 Match = Callable[[JSONObj], bool]
 
 _NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"

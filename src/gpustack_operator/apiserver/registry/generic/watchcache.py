@@ -60,8 +60,9 @@ import random
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.registry.generic.cachedreads import Informed, decimal, object_version
 from gpustack_operator.apiserver.registry.generic.selectors import Match, parse_selectors
 from gpustack_operator.apiserver.status import StatusError
@@ -73,7 +74,6 @@ __all__ = ["WATCH_PARAMS", "CachedWatch", "Encode", "Events", "WatchCache", "Wat
 
 log = logging.getLogger(__name__)
 
-JSONObj = dict[str, Any]
 Events = AsyncIterator[JSONObj]
 """Stored-version watch events, `{"type": ..., "object": ...}`, as an upstream watch's lines decode."""
 Encode = Callable[[JSONObj, bool], bytes]

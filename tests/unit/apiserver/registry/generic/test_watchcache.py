@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.registry import instancetypes
 from gpustack_operator.apiserver.registry.generic.watchcache import CachedWatch, WatchCache, watch_cache
 from gpustack_operator.kube.informer import Informer
@@ -25,7 +26,6 @@ from gpustack_operator.kube.resources import INSTANCE_TYPES
 from tests.helpers import eventually
 from tests.unit.kube.fakes import NO_WAIT, ScriptedApi, bookmark, event, expired
 
-JSONObj = dict[str, Any]
 FEED = object()
 """A watch session step: play what the test feeds through `LiveApi.send` until it sends END."""
 END = object()

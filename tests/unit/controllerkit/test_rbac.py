@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack_operator.controllers.manager import Manager
-from gpustack_operator.controllers.rbac import MANAGER_EVENTS, MANAGER_LEASES, Rule, aggregate, policy_rules
-from gpustack_operator.controllers.spec import ControllerSpec
-from gpustack_operator.controllers.watches import for_, mapped, owns, reads
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllerkit.rbac import MANAGER_EVENTS, MANAGER_LEASES, Rule, aggregate, policy_rules
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_, mapped, owns, reads
 from gpustack_operator.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,

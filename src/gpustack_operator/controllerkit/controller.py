@@ -6,7 +6,7 @@ keys and interpret the outcome: success forgets the key's backoff, `requeue_afte
 an exception requeues it with backoff (conflicts quietly, others with a traceback the first time), and a
 `TerminalError` is logged, recorded as a Warning Event on the object and not retried.
 
-Events of a throttled watch (controllers.watches) enqueue a key at once when the watch has not done so
+Events of a throttled watch (controllerkit.watches) enqueue a key at once when the watch has not done so
 within its period, and otherwise when the period is over; the queue collapses the events in between. What
 an admin does to a primary object (create, delete, a spec change) is never held back, only the churn of
 its status and labels.
@@ -20,12 +20,12 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from gpustack_operator.controllers.cache import SharedInformer
-from gpustack_operator.controllers.metrics import Metrics
-from gpustack_operator.controllers.predicates import JSONObj
-from gpustack_operator.controllers.reconciler import TerminalError
-from gpustack_operator.controllers.spec import ControllerSpec
-from gpustack_operator.controllers.watches import Watch
+from gpustack_operator.api.json import JSONObj
+from gpustack_operator.controllerkit.cache import SharedInformer
+from gpustack_operator.controllerkit.metrics import Metrics
+from gpustack_operator.controllerkit.reconciler import TerminalError
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import Watch
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.events import EventRecorder, object_reference
 from gpustack_operator.runtime import Clock, MonotonicClock, ShutDownError, Supervisor, WorkQueue

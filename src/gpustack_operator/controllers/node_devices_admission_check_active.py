@@ -18,16 +18,17 @@ from datetime import datetime
 from typing import Final
 
 from gpustack_operator.api.conditions import find_condition, generation_of, set_condition, status_conditions
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import NODE_DEVICES_CONTROLLER_NAME
 from gpustack_operator.api.types.kueue import ACTIVE
-from gpustack_operator.controllers.admission_check import FIELD_MANAGER
-from gpustack_operator.controllers.cache import Cache
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_
+from gpustack_operator.controllers.dependencies import Dependencies
+from gpustack_operator.controllers.node_devices_admission_check import FIELD_MANAGER
 from gpustack_operator.controllers.pools import deleting
-from gpustack_operator.controllers.predicates import JSONObj
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import for_
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import ADMISSION_CHECKS

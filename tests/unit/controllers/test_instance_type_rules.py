@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator.controllers.instancetype_queue import (
+from gpustack_operator.controllers.instance_type_queue import (
     InactiveAction,
     InvalidInstanceTypeError,
     inactive_action,
@@ -14,7 +14,7 @@ from gpustack_operator.controllers.instancetype_queue import (
     new_cluster_queue,
     queue_labels,
 )
-from gpustack_operator.controllers.instancetype_status import (
+from gpustack_operator.controllers.instance_type_status import (
     desired_status,
     phase_of,
     status_patch,

@@ -1,7 +1,7 @@
 """In-memory stand-ins for the manager's collaborators: informers fed by the test, an elector, a recorder.
 
 The manager, its cache and the controllers are real; only their inputs are scripted. `FakeInformers` is an
-`InformerSource` (controllers.cache), so the manager takes it as it takes the real factory; `FakeInformer`
+`InformerSource` (controllerkit.cache), so the manager takes it as it takes the real factory; `FakeInformer`
 has the real Store (indexes included) and calls handlers the way the informer does (synchronously, in
 order), so a test says "this object changed" and then watches what gets reconciled or read. The real
 informer, lease and events code are proven against the real control plane in tests/integration.
@@ -15,15 +15,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpustack_operator.controllers.manager import Manager
-from gpustack_operator.controllers.reconciler import DONE, Result, TerminalError
-from gpustack_operator.controllers.watches import InformerKey
+from gpustack_operator.api.json import JSONObj
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllerkit.reconciler import DONE, Result, TerminalError
+from gpustack_operator.controllerkit.watches import InformerKey
 from gpustack_operator.kube.informer import EventHandler
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.store import IndexFunc, Store, object_key
 from gpustack_operator.runtime import Supervisor
-
-JSONObj = dict[str, Any]
 
 
 def obj(

@@ -13,7 +13,8 @@ controller filtered by it does not repair a status or a label someone else edite
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+from gpustack_operator.api.json import JSONObj
 
 __all__ = [
     "Predicate",
@@ -26,7 +27,6 @@ __all__ = [
     "resource_version_changed",
 ]
 
-JSONObj = dict[str, Any]
 Predicate = Callable[[JSONObj | None, JSONObj | None], bool]
 
 

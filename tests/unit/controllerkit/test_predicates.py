@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator.controllers.predicates import (
+from gpustack_operator.api.json import JSONObj
+from gpustack_operator.controllerkit.predicates import (
     Predicate,
     all_of,
     annotations_changed,
@@ -19,7 +20,6 @@ from gpustack_operator.controllers.predicates import (
 
 from .fakes import obj
 
-JSONObj = dict[str, Any]
 BASE = obj("a", generation=1, rv="1", metadata={"labels": {"pool": "h100"}, "annotations": {"note": "x"}})
 
 

@@ -2,7 +2,7 @@
 
 Controllers declare what they watch (`ControllerSpec`); the manager asks one informer source for those
 watches, so two controllers watching Nodes share one watch and one cache, and registers each in `cache`,
-the read-only view reconcilers read through (controllers.cache), with the indexes the specs declare. The
+the read-only view reconcilers read through (controllerkit.cache), with the indexes the specs declare. The
 set of controllers is fixed once `run()` starts: `add` after that raises, since a late controller's
 informers would never start or sync. `rbac()` sums up the API verbs of everything registered (controllers
 plus leader election and events) for the chart's ClusterRole. Informers run on every replica
@@ -20,12 +20,12 @@ from __future__ import annotations
 import gc
 import logging
 
-from gpustack_operator.controllers.cache import Cache, InformerSource, SharedInformer
-from gpustack_operator.controllers.controller import Controller
-from gpustack_operator.controllers.metrics import Metrics
-from gpustack_operator.controllers.rbac import MANAGER_EVENTS, MANAGER_LEASES, Rule, aggregate
-from gpustack_operator.controllers.spec import ControllerSpec
-from gpustack_operator.controllers.watches import InformerKey, Watch
+from gpustack_operator.controllerkit.cache import Cache, InformerSource, SharedInformer
+from gpustack_operator.controllerkit.controller import Controller
+from gpustack_operator.controllerkit.metrics import Metrics
+from gpustack_operator.controllerkit.rbac import MANAGER_EVENTS, MANAGER_LEASES, Rule, aggregate
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import InformerKey, Watch
 from gpustack_operator.kube.events import EventRecorder
 from gpustack_operator.kube.lease import LeaderElector
 from gpustack_operator.kube.store import IndexFunc
@@ -89,7 +89,7 @@ class Manager:
         if self._started:
             raise RuntimeError(
                 f"cannot add controller {spec.name!r}: the manager is already running, so its informers "
-                "would never start; register every controller before run() (controllers/setup.py)"
+                "would never start; register every controller before run()"
             )
         if spec.name in self._controllers:
             raise ValueError(f"a controller named {spec.name!r} is already registered")
@@ -186,7 +186,7 @@ class Manager:
                 if known is not index.fn:
                     raise ValueError(
                         f"controller {spec.name}: index {index.name!r} on {index.resource.kind} is already "
-                        "declared with another function; declare it once in controllers/indexers.py"
+                        "declared with another function; declare the Index once and share it"
                     )
                 if key not in self._index_fns:
                     new[key] = index.fn

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator.controllers.spec import ControllerSpec
-from gpustack_operator.controllers.watches import for_, owner_keys
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_, owner_keys
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.resources import Resource
 

@@ -1,4 +1,4 @@
-"""NodeDevicesReconciler: the node's management mark and CPU keys copied from each Node onto its Devices.
+"""DevicesLabelsReconciler: the node's management mark and CPU keys copied from each Node onto its Devices.
 
 The per-card ledger (Devices `<node>`) is written by the node's device manager, which must not decide
 whether its node is managed (an admin's or the worker's call, made on the Node's `gpustack.ai/managed`
@@ -16,13 +16,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpustack_operator.api.keys import GENERAL_FEATURE_PREFIX, MANAGED_LABEL
-from gpustack_operator.controllers.cache import Cache
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.problems import ProblemReporter
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_, mapped
+from gpustack_operator.controllers.dependencies import PER_NODE_WORKERS, Dependencies
 from gpustack_operator.controllers.node_capacity import same_name
-from gpustack_operator.controllers.problems import ProblemReporter
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result
-from gpustack_operator.controllers.spec import PER_NODE_WORKERS, ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import for_, mapped
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import DEVICES, NODES
 from gpustack_operator.rules.naming.labels import TRUE
@@ -32,7 +33,7 @@ UNKNOWN_MANUFACTURER = "UnknownManufacturer"
 """Reason of the Warning Event on a Devices object with a group of an unknown manufacturer."""
 
 
-class NodeDevicesReconciler:
+class DevicesLabelsReconciler:
     def __init__(self, client: Client, cache: Cache, problems: ProblemReporter | None = None) -> None:
         self.client, self.cache = client, cache
         self.problems = problems or ProblemReporter(None)
@@ -76,7 +77,7 @@ def copied_labels(labels: Mapping[str, str]) -> dict[str, str]:
 def controller(deps: Dependencies) -> ControllerSpec:
     return ControllerSpec(
         name="node-devices",
-        reconciler=NodeDevicesReconciler(deps.client, deps.cache, deps.problems()),
+        reconciler=DevicesLabelsReconciler(deps.client, deps.cache, deps.problems()),
         primary=for_(DEVICES),
         watches=(mapped(NODES, same_name),),
         rbac=(Rule.of(DEVICES, "patch"),),

@@ -7,11 +7,11 @@ import asyncio
 import pytest
 from prometheus_client import generate_latest
 
-from gpustack_operator.controllers.manager import Manager
-from gpustack_operator.controllers.predicates import generation_changed
-from gpustack_operator.controllers.reconciler import Result, TerminalError
-from gpustack_operator.controllers.spec import ControllerSpec
-from gpustack_operator.controllers.watches import for_, mapped, owns
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllerkit.predicates import generation_changed
+from gpustack_operator.controllerkit.reconciler import Result, TerminalError
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_, mapped, owns
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.runtime import Backoff, FakeClock, Supervisor
 from tests.helpers import eventually, yield_to_loop

@@ -13,13 +13,13 @@ same labels to the flavors, then to the workloads waiting on them (WORKLOADS_WAI
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import ACCELERATABLE_FEATURE_PREFIX, COUNT_SUFFIX
-from gpustack_operator.controllers.cache import Cache
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.watches import KeyFunc
 from gpustack_operator.controllers.indexers import POOL_LABEL, WORKLOAD_WAITING_FLAVOR, devices_pool
 from gpustack_operator.controllers.pools import matches, name_of, selected
-from gpustack_operator.controllers.watches import KeyFunc
 from gpustack_operator.kube.resources import DEVICES, RESOURCE_FLAVORS, WORKLOADS
 from gpustack_operator.kube.store import object_key
 from gpustack_operator.rules.capacity.views import MalformedLedgerError, pool_card_rows, unhealthy_cards
@@ -29,7 +29,6 @@ from gpustack_operator.rules.naming.labels import TRUE
 __all__ = ["PoolCards", "flavor_group", "flavor_selector", "waiting_on_devices"]
 
 log = logging.getLogger(__name__)
-JSONObj = dict[str, Any]
 
 
 def flavor_selector(flavor: JSONObj) -> dict[str, str]:

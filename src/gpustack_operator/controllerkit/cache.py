@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, Unpack
 
-from gpustack_operator.controllers.watches import InformerKey, Watch
+from gpustack_operator.api.json import JSONObj
+from gpustack_operator.controllerkit.watches import InformerKey, Watch
 from gpustack_operator.kube.client import Selectors
 from gpustack_operator.kube.informer import EventHandler
 from gpustack_operator.kube.resources import Resource
-from gpustack_operator.kube.store import IndexFunc, JSONObj, Store
+from gpustack_operator.kube.store import IndexFunc, Store
 from gpustack_operator.runtime import Supervisor
 
 __all__ = ["Cache", "InformerSource", "NotCachedError", "SharedInformer", "Source"]

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Final, cast
 
 from gpustack_operator.api.keys import MANAGED_LABEL
-from gpustack_operator.api.names import is_dns_subdomain, is_label_name
+from gpustack_operator.api.names import is_dns_subdomain, label_problem
 from gpustack_operator.rules.naming.flavors import NodeFlavor, extract_node_flavors
 from gpustack_operator.rules.naming.labels import TRUE
 from gpustack_operator.rules.naming.nodes import Node, node_labels
@@ -24,7 +24,6 @@ from gpustack_operator.rules.naming.nodes import Node, node_labels
 __all__ = [
     "contribution_changed",
     "flavor_problem",
-    "label_problem",
     "node_flavor_index",
     "node_flavor_names",
     "node_flavors",
@@ -37,18 +36,6 @@ MAX_NODE_LABELS: Final = 8
 
 _reported: dict[str, str] = {}
 """node name -> the last problem logged for it, so a malformed node is logged once per new problem."""
-
-
-def label_problem(labels: Mapping[str, str]) -> str | None:
-    """Why kube-apiserver would refuse one of these labels (the first found), or None when all are valid."""
-    for key, value in labels.items():
-        prefix, _, name = key.rpartition("/")
-        bad_prefix = bool(prefix) and not is_dns_subdomain(prefix)
-        if bad_prefix or not is_label_name(name):
-            return f"label key {key!r} is not a valid label key"
-        if value and not is_label_name(value):
-            return f"label {key}={value!r} is not a valid label value"
-    return None
 
 
 def flavor_problem(flavor: NodeFlavor) -> str | None:

@@ -6,8 +6,8 @@ an InstanceType (mapped: a function from the object to the keys of the primaries
 is an informer (shared with every other controller that watches the same kind and selectors) plus a key
 function and predicates. A kind the reconciler only reads, and whose changes need no reconcile, is declared
 with `reads`: the manager caches it all the same, so the reconciler reads it from the shared cache
-(controllers.cache) instead of asking kube-apiserver or starting an informer of its own. `ControllerSpec`
-(controllers.spec) bundles the watches with the reconciler.
+(controllerkit.cache) instead of asking kube-apiserver or starting an informer of its own. `ControllerSpec`
+(controllerkit.spec) bundles the watches with the reconciler.
 
 A watch where many objects feed one key (a thousand nodes joining one ResourceFlavor, eight hundred ledgers
 feeding one InstanceType's views) may `throttle` it: the first event reconciles the key at once, events
@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpustack_operator.controllers.predicates import JSONObj, Predicate
+from gpustack_operator.api.json import JSONObj
+from gpustack_operator.controllerkit.predicates import Predicate
 from gpustack_operator.kube.informer import object_key
 from gpustack_operator.kube.resources import Resource
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator.controllers.contributions import flavor_problem, node_flavor_index
-from gpustack_operator.controllers.flavor_objects import flavor_patch, resource_flavor
+from gpustack_operator.controllers.node_flavor_contributions import flavor_problem, node_flavor_index
+from gpustack_operator.controllers.node_flavor_objects import flavor_patch, resource_flavor
 from gpustack_operator.rules.naming.flavors import NodeFlavor
 
 G = "general.feature.gpustack.ai/"

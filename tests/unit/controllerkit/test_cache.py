@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack_operator.controllers.cache import Cache, NotCachedError
+from gpustack_operator.controllerkit.cache import Cache, NotCachedError
+from gpustack_operator.controllerkit.manager import Manager
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec, Index
+from gpustack_operator.controllerkit.watches import for_, mapped, reads
 from gpustack_operator.controllers.indexers import (
     LOCAL_QUEUE_CLUSTER_QUEUE,
     LOCAL_QUEUES_BY_CLUSTER_QUEUE,
     local_queue_cluster_queue,
 )
-from gpustack_operator.controllers.manager import Manager
-from gpustack_operator.controllers.reconciler import DONE, Result
-from gpustack_operator.controllers.spec import ControllerSpec, Index
-from gpustack_operator.controllers.watches import for_, mapped, reads
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, NAMESPACES, NODES
 from tests.helpers import eventually, yield_to_loop
 

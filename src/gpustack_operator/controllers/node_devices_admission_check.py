@@ -5,8 +5,9 @@ whose 8 cards are each half sliced, and the Pod would sit unschedulable. The `gp
 AdmissionCheck closes that gap (contract §7.9; shared/guides/kueue-api.md §6): for a Workload holding
 quota, not admitted, not finished, not evicted, active, whose checks include ours, the demand is read
 from its podSets (rules.admission.demand), the candidate cards are the Devices ledgers of each assigned
-flavor's nodes (controllers.admission_pool), less the cards promised to workloads passed earlier
-(rules.admission.promises), and every Pod must be placed whole on one node (rules.admission.placement).
+flavor's nodes (controllers.node_devices_admission_check_pool), less the cards promised to workloads
+passed earlier (rules.admission.promises), and every Pod must be placed whole on one node
+(rules.admission.placement).
 The check is then Ready, or Retry with `requeueAfterSeconds: 30`: Kueue keeps the reservation 30 s, then
 evicts and requeues, unless a Devices change of the pool made us say Ready meanwhile. Never Rejected. Kueue
 v0.17 acts on that Ready only once the 30 s are up (its workload reconciler returns early while `requeueAt` is
@@ -50,16 +51,17 @@ from datetime import datetime
 from typing import Any, Final
 
 from gpustack_operator.api.conditions import is_true, rfc3339
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK as CHECK
 from gpustack_operator.api.types.kueue_workload import CheckState, WorkloadCondition
+from gpustack_operator.controllerkit.cache import Cache
+from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.reconciler import DONE, Result
+from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllerkit.watches import for_, mapped, reads
 from gpustack_operator.controllers import indexers
-from gpustack_operator.controllers.admission_pool import PoolCards, waiting_on_devices
-from gpustack_operator.controllers.cache import Cache
-from gpustack_operator.controllers.predicates import JSONObj
-from gpustack_operator.controllers.rbac import Rule
-from gpustack_operator.controllers.reconciler import DONE, Result
-from gpustack_operator.controllers.spec import ControllerSpec, Dependencies
-from gpustack_operator.controllers.watches import for_, mapped, reads
+from gpustack_operator.controllers.dependencies import Dependencies
+from gpustack_operator.controllers.node_devices_admission_check_pool import PoolCards, waiting_on_devices
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, RESOURCE_FLAVORS, WORKLOADS

@@ -11,15 +11,14 @@ further (kube.events).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube.events import EventSink, object_reference
 from gpustack_operator.kube.resources import Resource
 
 __all__ = ["ProblemReporter"]
 
 log = logging.getLogger(__name__)
-JSONObj = dict[str, Any]
 
 
 class ProblemReporter:

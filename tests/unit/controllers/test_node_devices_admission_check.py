@@ -7,9 +7,8 @@ merges them back by entry name and refuses a stale resourceVersion.
 
 from __future__ import annotations
 
-from typing import Any
-
-from gpustack_operator.controllers import admission_check, admission_check_active
+from gpustack_operator.api.json import JSONObj
+from gpustack_operator.controllers import node_devices_admission_check, node_devices_admission_check_active
 from gpustack_operator.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
@@ -31,7 +30,6 @@ SELECTOR = {
     "kubernetes.io/arch": "amd64",
     KEY: "true",
 }
-JSONObj = dict[str, Any]
 
 
 def a_flavor() -> JSONObj:
@@ -102,7 +100,7 @@ async def pool(w: World, a: list[int], b: list[int]) -> None:
 
 
 async def test_cards_are_counted_per_node_and_a_freed_node_turns_retry_into_ready() -> None:
-    async with world(admission_check.controller) as w:
+    async with world(node_devices_admission_check.controller) as w:
         await pool(w, free(3, held=5), free(2, held=6))
         w.put(WORKLOADS, workload("five", 5))
         await w.settle(lambda: state(w, "five") != "Pending")
@@ -126,7 +124,7 @@ async def test_cards_are_counted_per_node_and_a_freed_node_turns_retry_into_read
 
 
 async def test_the_last_free_cards_are_promised_to_one_workload_only() -> None:
-    async with world(admission_check.controller) as w:
+    async with world(node_devices_admission_check.controller) as w:
         await pool(w, free(4, held=4), free(0, held=8))
         w.put(WORKLOADS, workload("one", 4))
         w.put(WORKLOADS, workload("two", 4))
@@ -144,7 +142,7 @@ async def test_the_last_free_cards_are_promised_to_one_workload_only() -> None:
 
 
 async def test_the_promise_holds_until_the_ledger_shows_the_cards_taken() -> None:
-    async with world(admission_check.controller) as w:
+    async with world(node_devices_admission_check.controller) as w:
         await pool(w, free(4, held=4), free(0, held=8))
         w.put(WORKLOADS, workload("one", 2))
         await w.settle(lambda: state(w, "one") == "Ready")
@@ -157,7 +155,7 @@ async def test_the_promise_holds_until_the_ledger_shows_the_cards_taken() -> Non
 
 
 async def test_a_ready_workload_not_admitted_yet_is_promised_its_cards_again_after_a_restart() -> None:
-    async with world(admission_check.controller) as w:
+    async with world(node_devices_admission_check.controller) as w:
         # a new controller (empty promise book) finds "one" Ready from before, Kueue not having admitted it
         await pool(w, free(4, held=4), free(0, held=8))
         w.put(WORKLOADS, workload("one", 4, state="Ready"))
@@ -169,7 +167,7 @@ async def test_a_ready_workload_not_admitted_yet_is_promised_its_cards_again_aft
 
 
 async def test_unhealthy_cards_do_not_count() -> None:
-    async with world(admission_check.controller) as w:
+    async with world(node_devices_admission_check.controller) as w:
         w.put(RESOURCE_FLAVORS, a_flavor())
         w.put(DEVICES, devices("node-a", free(8), unhealthy=frozenset({0, 1, 2, 3})))
         w.put(WORKLOADS, workload("five", 5))
@@ -177,7 +175,7 @@ async def test_unhealthy_cards_do_not_count() -> None:
 
 
 async def test_nothing_is_written_at_rest_nor_on_evicted_finished_or_admitted_workloads() -> None:
-    async with world(admission_check.controller) as w:
+    async with world(node_devices_admission_check.controller) as w:
         await pool(w, free(8), free(8))
         w.put(WORKLOADS, workload("ready", 1))
         await w.settle(lambda: state(w, "ready") == "Ready")
@@ -209,7 +207,7 @@ def cluster_queue(name: str, *rules: JSONObj) -> JSONObj:
 async def test_the_entry_is_written_once_quota_is_reserved_without_waiting_for_kueue_to_list_it() -> None:
     """Kueue's workload controller lags its scheduler under load: a queue that names the check gets our
     decision right after the reservation; a queue that does not, or names it for other flavors, none."""
-    async with world(admission_check.controller) as w:
+    async with world(node_devices_admission_check.controller) as w:
         await pool(w, free(8), free(8))
         w.put(CLUSTER_QUEUES, cluster_queue("checked", {"name": CHECK}))
         w.put(CLUSTER_QUEUES, cluster_queue("plain", {"name": "other"}))
@@ -232,7 +230,7 @@ async def test_the_entry_is_written_once_quota_is_reserved_without_waiting_for_k
 
 
 async def test_the_node_devices_check_is_kept_active() -> None:
-    async with world(admission_check_active.controller) as w:
+    async with world(node_devices_admission_check_active.controller) as w:
         check = {
             "metadata": {"name": CHECK, "generation": 1},
             "spec": {"controllerName": "worker.gpustack.ai/node-devices"},
