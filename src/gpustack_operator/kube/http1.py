@@ -8,7 +8,8 @@ TLS streams, bounds each wait, and keeps idle connections. kube-apiserver answer
 event per chunk; we send JSON and ask for no compression. A response read to its end returns its
 connection to the pool when h11 says the connection may carry another request; one left early (a watch
 that was stopped) closes it. Every failure is an OSError (ConnectionError for a broken or malformed
-answer, ssl.SSLError for TLS) or TimeoutError, the two kube.client maps to Unavailable.
+answer, ssl.SSLError for TLS) or TimeoutError, the two kube.client maps to Unavailable; a request h11
+refuses to frame (a header value with a line break) is its LocalProtocolError, a bug on our side.
 """
 
 from __future__ import annotations
