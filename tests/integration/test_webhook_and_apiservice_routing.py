@@ -1,9 +1,13 @@
 """kube-apiserver reaches processes on 127.0.0.1 through ExternalName Services: the route our own webhooks
-and aggregated API take. A small TLS server plays both roles here."""
+and aggregated API take. A small TLS server plays both roles here; its mutating hook answers through
+apiserver.webhooks.review, so kube-apiserver applies the JSON patches our webhooks send (jsonpatch's: list
+indices and `move` ops)."""
 
 from __future__ import annotations
 
 import base64
+import copy
+import json
 import ssl
 import uuid
 from collections.abc import AsyncIterator
@@ -14,6 +18,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from gpustack_operator.apiserver.webhooks.review import Verdict, answer, parse
 from gpustack_operator.certs import pki
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
@@ -31,6 +36,7 @@ class HookServer:
     ca_pem: bytes
     seen_users: list[str] = field(default_factory=list)
     seen_client_cns: list[str] = field(default_factory=list)
+    patches: list[list[dict[str, Any]]] = field(default_factory=list)
 
 
 def _review_response(review: dict[str, Any]) -> dict[str, Any]:
@@ -40,6 +46,17 @@ def _review_response(review: dict[str, Any]) -> dict[str, Any]:
     if not response["allowed"]:
         response["status"] = {"code": 403, "message": "denied by the sandbox test webhook: label deny=true"}
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+def _mutated(obj: dict[str, Any]) -> dict[str, Any]:
+    """A label and a data key renamed with their values kept (jsonpatch moves them), a finalizer put first
+    and the last one dropped (list indices)."""
+    new = copy.deepcopy(obj)
+    labels, data = new["metadata"]["labels"], new["data"]
+    labels["to"] = labels.pop("from")
+    data["new"] = data.pop("old")
+    new["metadata"]["finalizers"] = ["example.com/a", *new["metadata"]["finalizers"][:-1]]
+    return new
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -56,6 +73,13 @@ async def server(sandbox: Sandbox, namespace: str) -> AsyncIterator[HookServer]:
 
     async def validate(request: web.Request) -> web.Response:
         return web.json_response(_review_response(await request.json()))
+
+    async def mutate(request: web.Request) -> web.Response:
+        review = parse(await request.read())
+        mutated = _mutated(review.object or {})
+        response = answer(review, Verdict.allow(mutated))
+        state.patches.append(json.loads(base64.b64decode(response["response"]["patch"])))
+        return web.json_response(response)
 
     async def discovery(request: web.Request) -> web.Response:
         return web.json_response(
@@ -92,6 +116,7 @@ async def server(sandbox: Sandbox, namespace: str) -> AsyncIterator[HookServer]:
 
     app = web.Application()
     app.router.add_post("/validate", validate)
+    app.router.add_post("/mutate", mutate)
     app.router.add_get(f"/apis/{GROUP}/{VERSION}", discovery)
     app.router.add_get(f"/apis/{GROUP}/{VERSION}/widgets", widgets)
     runner = web.AppRunner(app)
@@ -188,3 +213,54 @@ async def test_apiserver_proxies_apiservice_with_front_proxy_identity(
     )
     assert listing["items"][0]["metadata"]["name"] == "seen-by-kubernetes-admin"
     assert routed.seen_client_cns[-1] == "front-proxy-client"
+
+
+async def test_apiserver_applies_the_json_patch_our_webhooks_answer(
+    kube: Client, namespace: str, routed: HookServer
+) -> None:
+    hook_name = f"sandbox-test-mutate-{uuid.uuid4().hex[:6]}"
+    service = {"name": "test-hooks", "namespace": namespace, "port": routed.port, "path": "/mutate"}
+    selector = {"matchLabels": {"patch-test": "true"}}
+    hook = {
+        "name": "mutate.sandbox-test.gpustack.ai",
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "timeoutSeconds": 10,
+        "clientConfig": {"service": service, "caBundle": base64.b64encode(routed.ca_pem).decode()},
+        "rules": [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
+        ],
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "objectSelector": selector,
+    }
+    await kube.create(resources.MUTATING_WEBHOOKS, {"metadata": {"name": hook_name}, "webhooks": [hook]})
+    config_map = {
+        "metadata": {
+            "name": "patched",
+            "labels": {"patch-test": "true", "from": "moved"},
+            "finalizers": ["example.com/b", "example.com/c"],
+        },
+        "data": {"keep": "1", "old": "value"},
+    }
+    path = resources.CONFIGMAPS.path(None, namespace)
+    try:
+        # A dry run: the webhook is called and the answer is the object as stored, without the finalizers
+        # staying behind. The configuration reaches kube-apiserver's webhook cache within a moment.
+        created = await eventually(
+            lambda: _created_by_hook(kube, path, config_map), timeout=30, what="the mutating hook called"
+        )
+    finally:
+        await kube.delete(resources.MUTATING_WEBHOOKS, hook_name)
+    assert created["metadata"]["labels"] == {"patch-test": "true", "to": "moved"}
+    assert created["metadata"]["finalizers"] == ["example.com/a", "example.com/b"]
+    assert created["data"] == {"keep": "1", "new": "value"}
+    patch = routed.patches[-1]
+    assert {"op": "move", "from": "/metadata/labels/from", "path": "/metadata/labels/to"} in patch
+    assert {"op": "move", "from": "/data/old", "path": "/data/new"} in patch
+    assert any(op["path"].startswith("/metadata/finalizers/") for op in patch), patch
+
+
+async def _created_by_hook(kube: Client, path: str, config_map: dict[str, Any]) -> dict[str, Any] | None:
+    created = await kube.request("POST", path, body=config_map, params={"dryRun": "All"})
+    return created if "to" in created["metadata"].get("labels", {}) else None

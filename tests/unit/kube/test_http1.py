@@ -1,10 +1,14 @@
 """kube.http1 under the Client, over real TLS on 127.0.0.1: watches stream, connections are kept and
-replaced, and a broken or silent server is Unavailable, never a hang or a wrong answer."""
+replaced, and a broken or silent server is Unavailable, never a hang or a wrong answer.
+
+aiohttp plays a well-behaved server; `raw_server` writes exact bytes, so the parser (h11) is shown the
+framings and breakages a real server or a proxy in between can produce: chunks cut anywhere, trailers,
+`Connection: close`, close-delimited bodies, repeated headers, garbage."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -18,6 +22,7 @@ from gpustack_operator.kube.incluster import InClusterConfig, InClusterTransport
 from .tls import mount, serving_context
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Peer = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
 @asynccontextmanager
@@ -110,23 +115,40 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced(tmp_path: P
         assert (await kube.get(resources.NAMESPACES, "a"))["method"] == "GET"
 
 
-@pytest.mark.parametrize(
-    "answer",
-    [
-        pytest.param(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"kind":', id="body-cut-short"),
-        pytest.param(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", id="bad-chunk-size"),
-        pytest.param(b"SSH-2.0-OpenSSH\r\n\r\n", id="not-http"),
-        pytest.param(b"", id="closed-without-answering"),
-    ],
-)
-async def test_a_broken_answer_is_unavailable(tmp_path: Path, answer: bytes) -> None:
+@asynccontextmanager
+async def raw_server(
+    tmp_path: Path, answers: Sequence[Sequence[bytes]]
+) -> AsyncIterator[tuple[Client, list[int]]]:
+    """A TLS server that answers the n-th request it reads with the pieces of `answers[n]`, each written and
+    flushed on its own (a short pause between them), and a Client reaching it in-cluster style; also yields
+    how many requests each accepted connection carried. A connection is closed after the last answer and
+    after one that asks for it (`Connection: close`, or HTTP/1.0's body running to the connection's end)."""
     context, ca = serving_context(tmp_path)
+    pending = list(answers)
+    per_connection: list[int] = []
+    handlers: set[asyncio.Task[None]] = set()
 
     async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(answer)
-        await writer.drain()
-        writer.close()
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.add(task)
+        per_connection.append(0)
+        try:
+            while pending:
+                await reader.readuntil(b"\r\n\r\n")
+                per_connection[-1] += 1
+                pieces = pending.pop(0)
+                for piece in pieces:
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(0.01)
+                answer = b"".join(pieces)
+                if answer.startswith(b"HTTP/1.0") or b"\r\nconnection: close" in answer.lower():
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client hung up
+        finally:
+            writer.close()
 
     server = await asyncio.start_server(reply, "127.0.0.1", 0, ssl=context)
     port = server.sockets[0].getsockname()[1]
@@ -134,8 +156,82 @@ async def test_a_broken_answer_is_unavailable(tmp_path: Path, answer: bytes) -> 
     config = InClusterConfig.from_environ(env, mount(tmp_path / "sa", "token", ca))
     try:
         async with Client(InClusterTransport(config), retries=0) as kube:
-            with pytest.raises(errors.Unavailable):
-                await kube.get(resources.NAMESPACES, "default")
+            yield kube, per_connection
+        if handlers:  # each ends on the client's hang-up; none is left for the loop to cancel
+            await asyncio.wait(handlers, timeout=5)
     finally:
         server.close()
         await server.wait_closed()
+
+
+def cut(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+NAMESPACE = b'{"kind":"Namespace"}'
+KEPT = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n" + NAMESPACE
+EVENTS = [b'{"type":"ADDED","n":%d}\n' % i for i in range(3)]
+WATCH = (
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    # a chunk extension, a chunk holding one event and a half, the rest of it with the third event
+    + b"%x;name=value\r\n%s\r\n" % (len(EVENTS[0]), EVENTS[0])
+    + b"%x\r\n%s\r\n" % (len(EVENTS[1]) + 5, EVENTS[1] + EVENTS[2][:5])
+    + b"%X\r\n%s\r\n" % (len(EVENTS[2]) - 5, EVENTS[2][5:])
+    + b"0\r\nX-Trailer: t\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 16, len(WATCH)])
+async def test_a_chunked_watch_cut_anywhere_yields_its_events_and_keeps_the_connection(
+    tmp_path: Path, size: int
+) -> None:
+    async with raw_server(tmp_path, [[WATCH[:40], *cut(WATCH[40:], size)], [KEPT]]) as (kube, per_connection):
+        async with kube.stream("/api/v1/pods", params={"watch": "1"}, read_timeout=5) as lines:
+            received = [line async for line in lines]
+        assert (await kube.get(resources.NAMESPACES, "default"))["kind"] == "Namespace"
+    assert received == [event.rstrip(b"\n") for event in EVENTS]
+    assert per_connection == [2]  # the watch was read to its end, so its connection carried the GET
+
+
+async def test_an_answer_asking_to_close_is_read_whole_and_its_connection_is_not_reused(
+    tmp_path: Path,
+) -> None:
+    close = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 20\r\n\r\n" + NAMESPACE
+    until_eof = b"HTTP/1.0 200 OK\r\n\r\n" + NAMESPACE  # no length: the body ends with the connection
+    async with raw_server(tmp_path, [[close], [until_eof], [KEPT], [KEPT]]) as (kube, per_connection):
+        for _ in range(4):
+            assert (await kube.get(resources.NAMESPACES, "default"))["kind"] == "Namespace"
+    assert per_connection == [1, 1, 2]
+
+
+async def test_repeated_warning_headers_reach_the_caller(tmp_path: Path) -> None:
+    answer = KEPT.replace(b"\r\n\r\n", b'\r\nWarning: 299 - "one"\r\nwarning: 299 - "two"\r\n\r\n')
+    warnings: list[str] = []
+    async with raw_server(tmp_path, [[answer]]) as (kube, _):
+        await kube.request("GET", "/api/v1/namespaces/default", warnings=warnings)
+    assert warnings == ['299 - "one"', '299 - "two"']
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        pytest.param(
+            b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"kind":', "complete", id="body-cut-short"
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk", id="bad-chunk-size"
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{}", "complete", id="chunk-cut"
+        ),
+        pytest.param(b"SSH-2.0-OpenSSH\r\n\r\n", "broken HTTP answer", id="not-http"),
+        pytest.param(b"HTTP/1.1 2x0 OK\r\n\r\n", "broken HTTP answer", id="bad-status"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nBad Header\r\n\r\n", "broken HTTP answer", id="bad-header"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nX: " + b"y" * 2**17, "broken HTTP answer", id="head-too-long"),
+        pytest.param(b"", "closed the connection before answering", id="closed-without-answering"),
+    ],
+)
+async def test_a_broken_answer_is_unavailable(tmp_path: Path, answer: bytes, says: str) -> None:
+    async with raw_server(tmp_path, [[answer]]) as (kube, _):
+        with pytest.raises(errors.Unavailable, match=says):
+            await kube.get(resources.NAMESPACES, "default")

@@ -2,7 +2,7 @@
 
 Why this module exists: every webhook shares the same envelope. A request is read into `Review` (a
 malformed one is a `ReviewError` naming what is wrong, answered 400 and never a crash); a webhook answers
-a `Verdict`: allowed, optionally with the mutated object, which is turned here into the RFC 6902 JSON
+a `Verdict`: allowed, optionally with the mutated object, which jsonpatch turns here into the RFC 6902 JSON
 patch kube-apiserver applies, or denied with a Kubernetes Status (a 422 with field causes reads in
 kubectl exactly like a built-in kind's refusal, prefixed by kube-apiserver with the webhook's name).
 Pure apart from the Status type: no I/O.
@@ -15,6 +15,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+import jsonpatch
 
 from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.status import StatusError
@@ -126,28 +128,11 @@ def parse(body: bytes) -> Review:
     )
 
 
-def _pointer(path: Sequence[str]) -> str:
-    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in path)
-
-
-def _diff(old: Any, new: Any, path: list[str], ops: list[JSONObj]) -> None:
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in old:
-            if key not in new:
-                ops.append({"op": "remove", "path": _pointer([*path, key])})
-        for key, value in new.items():
-            if key not in old:
-                ops.append({"op": "add", "path": _pointer([*path, key]), "value": value})
-            else:
-                _diff(old[key], value, [*path, key], ops)
-    elif old != new or type(old) is not type(new):
-        ops.append({"op": "replace", "path": _pointer(path), "value": new})
-
-
 def json_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[JSONObj]:
-    """RFC 6902 operations turning `old` into `new`: objects key by key, anything else replaced whole."""
-    ops: list[JSONObj] = []
-    _diff(dict(old), dict(new), [], ops)
+    """RFC 6902 operations turning `old` into `new`, as jsonpatch finds them: objects key by key, arrays
+    element by element (add/remove by index, a value that moved is one `move`), anything else replaced;
+    1 and true, 1 and 1.0 differ (values are compared as JSON). kube-apiserver applies all of these."""
+    ops: list[JSONObj] = jsonpatch.make_patch(dict(old), dict(new)).patch
     return ops
 
 
