@@ -19,9 +19,8 @@ from gpustack_operator.controllerkit.cache import Cache
 from gpustack_operator.controllerkit.problems import ProblemReporter
 from gpustack_operator.controllerkit.watches import KeyFunc, Watch, reads
 from gpustack_operator.kube.resources import SECRETS
-from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.secret import decode_values
-from gpustack_operator.settings.setting import Setting
+from gpustack_operator.settings.setting import Setting, SettingValueError
 
 INVALID_SETTING = "InvalidSetting"
 """Reason of the Warning Event on the Secret."""
@@ -44,30 +43,30 @@ class SettingsView:
         return dataclasses.replace(self.watch, keys=keys)
 
     def text(self, setting: Setting) -> str:
-        return self._read(setting)[1]
+        return setting.value_in(self._values(setting)[1])
 
     def flag(self, setting: Setting) -> bool:
-        secret, text = self._read(setting)
+        secret, values = self._values(setting)
         try:
-            value = parse_bool(text)
-        except ValueError as err:
-            self._warn(secret, setting, str(err))
-            return parse_bool(setting.default)
+            value = setting.bool_in(values)
+        except SettingValueError as err:
+            self._warn(secret, setting, err.reason)
+            return setting.bool_in({})
         if secret is not None:
             self._problems.report(SECRETS, secret, INVALID_SETTING, None, topic=setting.name)
         return value
 
-    def _read(self, setting: Setting) -> tuple[dict[str, Any] | None, str]:
-        """(the cached Secret, the setting's text: its value, or its default when absent or undecodable)."""
+    def _values(self, setting: Setting) -> tuple[dict[str, Any] | None, dict[str, str]]:
+        """(the cached Secret, its decoded values: empty when absent or undecodable, so every setting
+        reads its default; read through Setting.value_in/bool_in like every other reader)."""
         secret = self.cache.get(self.watch, f"{self.namespace}/{SETTINGS_SECRET}")
         if secret is None:
-            return None, setting.default
+            return None, {}
         try:
-            values = decode_values(secret)
+            return secret, decode_values(secret)
         except ValueError as err:
             self._warn(secret, setting, f"the Secret's data does not decode: {err}")
-            return secret, setting.default
-        return secret, values.get(setting.name, setting.default)
+            return secret, {}
 
     def _warn(self, secret: dict[str, Any] | None, setting: Setting, reason: str) -> None:
         if secret is not None:
