@@ -97,14 +97,12 @@ def rebuild(spec: DevicesSpec, pods: Iterable[Mapping[str, Any]]) -> Rebuild:
             continue
         if allocations and not holdings.add_pod(pod_key(pod), allocations):
             conflicts.append(pod_key(pod))
-    status = _status(spec, holdings)
-    oversold = [
-        f"{entry['id']}"
-        for group in status["groups"]
-        for entry in group.get("accelerators", [])
-        if entry.get("oversold")
+    oversold = holdings.oversold()
+    in_spec = [
+        (group["id"], acc["id"]) for group in spec.get("groups", []) for acc in group.get("accelerators", [])
     ]
-    return Rebuild(status, conflicts, unreadable, oversold)
+    over = [uuid for gid, uuid in in_spec if (gid, uuid) in oversold]
+    return Rebuild(_status(spec, holdings), conflicts, unreadable, over)
 
 
 async def sync_status(client: Client, node: str) -> Rebuild | None:

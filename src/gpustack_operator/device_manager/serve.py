@@ -357,9 +357,13 @@ async def serve(opts: ServeOptions, backend: Backend, clock: Clock | None = None
         sup.spawn("device-plugins", plugins.run, restart="on-failure")
         writer.kick()
 
-    address = parse_bind_address(opts.metrics_address)
-    stop_metrics = serve_metrics(metrics, address) if address is not None else None
+    stop_metrics = None
     try:
+        if (address := parse_bind_address(opts.metrics_address)) is not None:
+            try:
+                stop_metrics = serve_metrics(metrics, address)
+            except OSError as err:  # a GPU agent does not stop over its metrics
+                log.error("cannot serve metrics on %s:%d, running without them: %s", *address, err)
         return await run_until_signal(setup)
     finally:
         if stop_metrics is not None:

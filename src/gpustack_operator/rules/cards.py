@@ -61,9 +61,6 @@ MIB: Final = 2**20
 DEFAULT_CORES_PERCENTAGE: Final = 100
 """The compute share a slice gets when it names none."""
 
-CARD_MODES: Final = (Mode.EXCLUSIVE, Mode.SHARED, Mode.SLICED)
-"""The modes a Pod asks cards in (NONE is a free card; VISIBILITY only mirrors cards a Pod holds)."""
-
 
 def card_mode_label(mode: Mode) -> str:
     """The mode as users write it in messages: `exclusive`, `shared`, `sliced`."""

@@ -44,6 +44,7 @@ the card.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -141,10 +142,6 @@ class Holdings:
     def fits(self, demand: Mapping[CardKey, int], mode: DeviceAllocationMode) -> bool:
         """True when every card is free or held in `mode` and has the units the demand takes from it."""
         return all(self.get(key).can_take(mode, units) for key, units in demand.items())
-
-    def short(self, demand: Mapping[CardKey, int]) -> dict[CardKey, Holding]:
-        """The cards among `demand` without the units it takes from them."""
-        return {key: self.get(key) for key, units in demand.items() if self.get(key).remaining < units}
 
     def oversold(self) -> dict[CardKey, Holding]:
         """Every card whose holders add up to more than the card."""
@@ -257,7 +254,7 @@ def prefer(
     equally good cards the lower `order` (the card index) wins.
     """
     order = order or {}
-    units: NeedOf = need or (lambda _key: 1)
+    units: NeedOf = functools.cache(need) if need else (lambda _key: 1)
     chosen = list(dict.fromkeys(must_include))
     taken: dict[CardKey, int] = {}
     by_card: dict[CardKey, list[ids.DeviceID]] = {}
@@ -281,23 +278,24 @@ def prefer(
 
     ranked = sorted(by_card, key=rank)
     queues = [sorted(by_card[key], key=lambda d: d.idx) for key in ranked]
-    rounds = [
-        (key, queue[depth])
-        for depth in range(max(map(len, queues), default=0))
-        for key, queue in zip(ranked, queues, strict=True)
-        if depth < len(queue)
-    ]
+    # One token per card first (an exclusive card has one; a slice or a share never takes a second token of
+    # a card, identify.resolve refuses it), each only where the card has room for it.
     without_room: list[str] = []
-    for key, device in rounds:
+    for key, queue in zip(ranked, queues, strict=True):
         if len(chosen) >= size:
             break
         want = taken.get(key, 0) + units(key)
-        # a slice or a share is one token per card (identify.resolve refuses a second)
-        second = mode in (DeviceAllocationMode.SLICED, DeviceAllocationMode.SHARED) and key in taken
-        if not second and holdings.get(key).can_take(mode, want):
-            chosen.append(str(device))
+        if key not in taken and holdings.get(key).can_take(mode, want):
+            chosen.append(str(queue[0]))
             taken[key] = want
         else:
-            without_room.append(str(device))
-    chosen += without_room[: max(size - len(chosen), 0)]
+            without_room.append(str(queue[0]))
+    if len(chosen) < size:  # too few cards with room: answer in full, Allocate refuses naming the card
+        deeper = [
+            str(queue[depth])
+            for depth in range(1, max(map(len, queues), default=0))
+            for queue in queues
+            if depth < len(queue)
+        ]
+        chosen += [*without_room, *deeper][: size - len(chosen)]
     return chosen[: max(size, len(must_include))]

@@ -201,7 +201,11 @@ class Planner:
         )
         everyone = pods if holders is None else holders
         after = self.holdings(everyone, change=(best.pod, best.container, allocation))
-        if short := [key for key in demand if after.get(key).oversold]:
+        # Refused: a card this allocation leaves oversold and takes more from than is taken now. A replay
+        # (its record replaced by the same) or an app container on its init container's token adds
+        # nothing, and is answered even on a card older records oversold.
+        taking = [key for key in demand if after.get(key).remaining < holdings.get(key).remaining]
+        if short := [key for key in taking if after.get(key).oversold]:
             before = self.holdings(everyone, change=(best.pod, best.container, None))
             raise _capacity_error(
                 resource, best.key, best.container, {key: before.get(key) for key in short}, demand

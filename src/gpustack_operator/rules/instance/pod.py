@@ -5,7 +5,7 @@ InstanceType, cards or a slice of one, a volume, an SSH key); the reconciler tur
 queues in the type's LocalQueue, the Pod webhook folds, the device plugin serves and the kubelet runs. The
 translation is a pure function of the Instance (already defaulted by the Instance webhook), its
 InstanceType and two settings, so it lives here and the reconciler only does the I/O around it. The way
-back, the Instance status read from the Pod, is ``instancestatus.pod_status``, re-exported here.
+back, the Instance status read from the Pod, is ``rules.instance.status.pod_status``, re-exported here.
 
 Shape of the Pod:
 
@@ -227,7 +227,7 @@ def render_pod(
     """The v1 Pod that runs ``instance`` (defaulted by the Instance webhook) of ``instance_type``.
 
     Resources of ``main``: limits are the spec's cpu, ram (memory) and localStorage (ephemeral-storage);
-    requests are described in ``instanceresources.resource_requirements``. The accelerator goes into
+    requests are described in ``rules.instance.resources.resource_requirements``. The accelerator goes into
     limits and requests alike: whole cards as ``<base>: n``, a slice as ``<base>.sliced: 1`` with its
     memory and cores percentages (the Pod webhook folds them into ``.sliced.units``).
     Raises RenderError, naming the field, on input no valid Pod can be made of.

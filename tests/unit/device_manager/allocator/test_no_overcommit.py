@@ -255,3 +255,60 @@ def planner_prefer(resource: Any, tokens: list[str], holdings: Holdings, need: N
     order = {(H100, uuid(i)): i for i in range(CARDS)}
     (chosen,) = prefer(resource.mode, tokens, [], 1, holdings, order, need)
     return chosen
+
+
+async def test_a_replay_on_a_card_older_records_oversold_is_answered_from_its_record(
+    allocator: Allocator, cluster: FakeCluster
+) -> None:
+    """A Pending pod already holding 75 % of a card that another pod's 75 % oversold (records of an older
+    version): the kubelet re-allocating its own token adds nothing, so it is answered, not refused."""
+    three_quarters = 1_200_000
+    old = ContainerAllocation(
+        DeviceAllocationMode.SLICED, (AllocatedCard(H100, "nvidia", uuid(0), 0, three_quarters),), ("x",)
+    )
+    mine = ContainerAllocation(
+        DeviceAllocationMode.SLICED,
+        (AllocatedCard(H100, "nvidia", uuid(0), 0, three_quarters),),
+        (device_id(0, 5),),
+    )
+    cluster.add(pod("old", container(), phase="Running", allocations={"main": old}))
+    cluster.add(
+        pod("replay", container("main", sliced_limits(pct="75")), minute=5, allocations={"main": mine})
+    )
+    response = await allocator.allocate(SLICED, [device_id(0, 5)])
+    assert response.envs["NVIDIA_VISIBLE_DEVICES"] == uuid(0)
+    cluster.add(pod("more", container("main", sliced_limits(pct="10")), minute=9))
+    with pytest.raises(CardCapacityError, match="has -800000 of 1600000 units left"):
+        await allocator.allocate(SLICED, [device_id(0, 6)])
+
+
+def test_the_preference_on_a_full_node_answers_quickly_whatever_pods_are_pending(tmp_path: Path) -> None:
+    """Every card full and 500 sliced pods pending: the need is worked out once per card, not per token."""
+    holders = [
+        pod(
+            f"h{i}",
+            container(),
+            phase="Running",
+            allocations={
+                "main": ContainerAllocation(
+                    DeviceAllocationMode.SLICED, (AllocatedCard(H100, "nvidia", uuid(i), i, CARD),), ("x",)
+                )
+            },
+        )
+        for i in range(8)
+    ]
+    pending = [pod(f"p{i}", container("main", sliced_limits(pct="30"))) for i in range(500)]
+    inventory = Inventory("nvidia", [group(count=8)])
+    planner = Planner(Reservations(), HostPaths(tmp_path / "d", tmp_path / "l"), {"nvidia": inventory})
+    asked: Counter[tuple[str, str]] = Counter()
+    need = planner.need(SLICED, 1, [*holders, *pending])
+
+    def counted(key: tuple[str, str]) -> int:
+        asked[key] += 1
+        return need(key)
+
+    chosen = prefer(
+        DeviceAllocationMode.SLICED, sliced_tokens(8), [], 1, planner.holdings(holders), None, counted
+    )
+    assert len(chosen) == 1
+    assert max(asked.values()) == 1, "each card's need is worked out once"
