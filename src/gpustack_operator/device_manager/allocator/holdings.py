@@ -90,8 +90,10 @@ class Holdings:
     def __init__(self, homes: CardHomes | None = None) -> None:
         self._cards: dict[CardKey, Holding] = {}
         self._homes: CardHomes = homes or {}
+        self.applied: set[str] = set()
+        """The holders whose records were applied (not skipped for a mode conflict)."""
 
-    def _home(self, card: AllocatedCard) -> CardKey:
+    def key_of(self, card: AllocatedCard) -> CardKey:
         """The key a recorded card counts under: its group now (``homes``), else the one recorded."""
         return self._homes.get((card.manufacturer, card.uuid), card.group), card.uuid
 
@@ -105,13 +107,11 @@ class Holdings:
         units: the kubelet hands an init container's devices on to the app containers that follow it, and
         those never run at the same time. Tokens the record does not name count per container.
         """
-        charges: dict[CardKey, dict[str, int]] = {}
         modes: dict[CardKey, DeviceAllocationMode] = {}
         for name in sorted(allocations):
             alloc = allocations[name]
-            tokens = _tokens_by_card(alloc.device_ids)
             for card in alloc.cards:
-                key = self._home(card)
+                key = self.key_of(card)
                 held = self.get(key).mode
                 if held not in (NONE, alloc.mode) or modes.get(key, alloc.mode) is not alloc.mode:
                     log.warning(
@@ -123,17 +123,28 @@ class Holdings:
                     )
                     return False
                 modes[key] = alloc.mode
-                mine: list[str] = sorted(tokens.get(card.uuid, ())) or [f"container {name}"]
-                per_token, rest = divmod(card.units, len(mine))
-                charged = charges.setdefault(key, {})
-                for n, token in enumerate(mine):
-                    charged[token] = max(charged.get(token, 0), per_token + (rest if n == 0 else 0))
-        for key, charged in charges.items():
+        for key, units in self.charges(allocations).items():
             holding = self._cards.setdefault(key, Holding())
             holding.mode = modes[key]
-            holding.remaining -= sum(charged.values())
+            holding.remaining -= units
             holding.holders.append(holder)
+        self.applied.add(holder)
         return True
+
+    def charges(self, allocations: Mapping[str, ContainerAllocation]) -> dict[CardKey, int]:
+        """The units one pod's containers take from each card (the token rule of `add_pod`), counted under
+        the card's home; no mode check."""
+        charged: dict[CardKey, dict[str, int]] = {}
+        for name in sorted(allocations):
+            alloc = allocations[name]
+            tokens = _tokens_by_card(alloc.device_ids)
+            for card in alloc.cards:
+                mine: list[str] = sorted(tokens.get(card.uuid, ())) or [f"container {name}"]
+                per_token, rest = divmod(card.units, len(mine))
+                by_token = charged.setdefault(self.key_of(card), {})
+                for n, token in enumerate(mine):
+                    by_token[token] = max(by_token.get(token, 0), per_token + (rest if n == 0 else 0))
+        return {key: sum(by_token.values()) for key, by_token in charged.items()}
 
     def conflicts(self, keys: Iterable[CardKey], mode: DeviceAllocationMode) -> dict[CardKey, Holding]:
         """The cards among `keys` already held in a mode other than `mode`."""

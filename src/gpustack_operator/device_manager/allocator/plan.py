@@ -12,7 +12,7 @@ locked section as short as the pod listing in front of it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpustack_operator.api.types.devices import DeviceAllocationMode
@@ -123,6 +123,35 @@ class Planner:
             holdings.add_pod(p.pod_key(change[0]), {change[1]: change[2]})
         return holdings
 
+    def _with_and_without(
+        self,
+        holdings: Holdings,
+        everyone: Iterable[Pod],
+        pod: Pod,
+        container: str,
+        allocation: ContainerAllocation,
+    ) -> tuple[dict[CardKey, Holding], dict[CardKey, int]]:
+        """Per card of `allocation`: the holding without the container's record (for the message), and the
+        remaining with `allocation` in its place. Only the asking pod's charge changes, so both come from the
+        holdings already built, not from folding every pod again; a pod whose records were skipped for a mode
+        conflict is folded again in full."""
+        keys = [holdings.key_of(card) for card in allocation.cards]
+        if p.pod_key(pod) not in holdings.applied and self.allocations(pod):
+            without = self.holdings(everyone, change=(pod, container, None))
+            with_it = self.holdings(everyone, change=(pod, container, allocation))
+            return {k: without.get(k) for k in keys}, {k: with_it.get(k).remaining for k in keys}
+        current = self.allocations(pod) if p.pod_key(pod) in holdings.applied else {}
+        rest = {name: alloc for name, alloc in current.items() if name != container}
+        charged, charged_rest = holdings.charges(current), holdings.charges(rest)
+        charged_new = holdings.charges({**rest, container: allocation})
+        before, after = {}, {}
+        for key in keys:
+            held = holdings.get(key)
+            base = held.remaining + charged.get(key, 0)
+            before[key] = replace(held, remaining=base - charged_rest.get(key, 0))
+            after[key] = base - charged_new.get(key, 0)
+        return before, after
+
     def need(self, resource: ResourceSpec, size: int, pods: Sequence[Pod]) -> NeedOf:
         """What one token of `resource` takes on a card, for the pod the kubelet is about to allocate:
         the containers that may be asking for `size` tokens (a pod part-way through admission when there
@@ -200,15 +229,14 @@ class Planner:
             tuple(str(d) for d in devices),
         )
         everyone = pods if holders is None else holders
-        after = self.holdings(everyone, change=(best.pod, best.container, allocation))
+        before, after = self._with_and_without(holdings, everyone, best.pod, best.container, allocation)
         # Refused: a card this allocation leaves oversold and takes more from than is taken now. A replay
         # (its record replaced by the same) or an app container on its init container's token adds
         # nothing, and is answered even on a card older records oversold.
-        taking = [key for key in demand if after.get(key).remaining < holdings.get(key).remaining]
-        if short := [key for key in taking if after.get(key).oversold]:
-            before = self.holdings(everyone, change=(best.pod, best.container, None))
+        now = {key: holdings.get(key).remaining for key in demand}
+        if short := [key for key in demand if after[key] < 0 and after[key] < now[key]]:
             raise _capacity_error(
-                resource, best.key, best.container, {key: before.get(key) for key in short}, demand
+                resource, best.key, best.container, {key: before[key] for key in short}, demand
             )
         grant = responses.Grant(
             resource.manufacturer,
