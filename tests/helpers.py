@@ -50,9 +50,7 @@ async def eventually(
     last: object = None
     while True:
         try:
-            value = probe()
-            if inspect.isawaitable(value):
-                value = await value
+            value = await _ask(probe)
         except AssertionError as exc:
             last = exc
             value = None
@@ -63,6 +61,12 @@ async def eventually(
             raise AssertionError(f"{what} not reached within {timeout:g}s (last: {last!r})")
         await asyncio.sleep(pause)
         pause = min(pause * 2, interval)
+
+
+async def _ask(probe: Callable[[], Any]) -> Any:
+    """The probe's answer, awaited when it is a coroutine (probes may be sync or async)."""
+    value = probe()
+    return await value if inspect.isawaitable(value) else value
 
 
 async def consistently(
@@ -79,9 +83,7 @@ async def consistently(
     deadline = start + duration
     while True:
         try:
-            value = probe()
-            if inspect.isawaitable(value):
-                value = await value
+            value = await _ask(probe)
         except AssertionError as exc:
             raise AssertionError(f"{what} broke after {time.monotonic() - start:.1f}s: {exc}") from exc
         if not value:

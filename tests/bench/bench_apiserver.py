@@ -50,7 +50,7 @@ import aiohttp
 import yaml
 from tests.bench.bench_chain import Worker, bounded, control_only_sandbox
 from tests.helpers import eventually
-from tests.integration.test_worker_aggregated_api import cpu_type
+from tests.integration.worker_support import cpu_type
 
 from gpustack_operator.apiserver import registration
 from gpustack_operator.apiserver.catalog import CATALOG

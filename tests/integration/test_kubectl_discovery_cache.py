@@ -27,7 +27,7 @@ from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
-from tests.integration.worker_support import APISERVICE, Kubectl, serving_worker
+from tests.integration.worker_support import APISERVICE, Kubectl, cpu_type, serving_worker
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -35,16 +35,7 @@ async def crd_only_type(kube: Client) -> AsyncIterator[str]:
     """A CPU-only InstanceType created through the CRD while no v1 APIService is registered."""
     await kube.delete(resources.APISERVICES, APISERVICE)
     name = f"disc-{uuid.uuid4().hex[:6]}"
-    spec = {
-        "acceleratable": False,
-        "generalGroup": "generic",
-        "os": "linux",
-        "arch": "amd64",
-        "unitResources": {"cpu": "1", "ram": "2Gi"},
-        "localStorage": "10Gi",
-    }
-    body = {"apiVersion": INSTANCE_TYPES.api_version, "kind": "InstanceType", "metadata": {"name": name}}
-    await kube.create(INSTANCE_TYPES, {**body, "spec": spec})
+    await kube.create(INSTANCE_TYPES, cpu_type(name, INSTANCE_TYPES.api_version))
     try:
         yield name
     finally:

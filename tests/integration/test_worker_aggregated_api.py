@@ -34,7 +34,7 @@ from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES, Resource
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import consistently, eventually
-from tests.integration.worker_support import APISERVICE, Kubectl, Served, serving_worker
+from tests.integration.worker_support import APISERVICE, Kubectl, Served, cpu_type, serving_worker
 
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
 CLUSTER_ROLE_BINDINGS = Resource(
@@ -49,23 +49,6 @@ async def served(
     """A worker serving the aggregated API; its APIService is removed afterwards."""
     async with serving_worker(sandbox, kube, tmp_path_factory.mktemp("aggregated-api"), "api-0") as served:
         yield served
-
-
-def cpu_type(name: str, api_version: str = "worker.gpustack.ai/v1") -> dict[str, Any]:
-    """A CPU-only InstanceType manifest (10Gi local storage) in the given version."""
-    return {
-        "apiVersion": api_version,
-        "kind": "InstanceType",
-        "metadata": {"name": name},
-        "spec": {
-            "acceleratable": False,
-            "generalGroup": "generic",
-            "os": "linux",
-            "arch": "amd64",
-            "unitResources": {"cpu": "1", "ram": "2Gi"},
-            "localStorage": "10Gi",
-        },
-    }
 
 
 @pytest_asyncio.fixture(loop_scope="session")

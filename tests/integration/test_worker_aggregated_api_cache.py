@@ -23,8 +23,7 @@ from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
-from tests.integration.test_worker_aggregated_api import cpu_type
-from tests.integration.worker_support import Kubectl, Served, serving_worker
+from tests.integration.worker_support import Kubectl, Served, cpu_type, serving_worker
 
 V1 = "instancetypes.v1.worker.gpustack.ai"
 CRD = "instancetypes.v1alpha1.worker.gpustack.ai"

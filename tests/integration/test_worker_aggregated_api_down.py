@@ -18,8 +18,7 @@ from gpustack_operator.kube.resources import INSTANCE_TYPES
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
 from tests.helpers import eventually
-from tests.integration.test_worker_aggregated_api import cpu_type
-from tests.integration.worker_support import APISERVICE, Kubectl, ready, worker_pool
+from tests.integration.worker_support import APISERVICE, Kubectl, cpu_type, ready, worker_pool
 
 
 async def test_row27_v1_unavailable_without_the_worker_and_the_crd_keeps_working(

@@ -24,8 +24,7 @@ from gpustack_operator.kube.resources import INSTANCE_TYPES
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.settings.environment import DEFAULT_SERVICE_NAME
 from tests.helpers import eventually
-from tests.integration.test_worker_aggregated_api import cpu_type
-from tests.integration.worker_support import APISERVICE, SETTINGS_APISERVICE, Served, serving_worker
+from tests.integration.worker_support import APISERVICE, SETTINGS_APISERVICE, Served, cpu_type, serving_worker
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")

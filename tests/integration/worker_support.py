@@ -109,6 +109,23 @@ class Workers:
         return worker
 
 
+def cpu_type(name: str, api_version: str = "worker.gpustack.ai/v1") -> dict[str, Any]:
+    """A CPU-only InstanceType manifest (10Gi local storage) in the given version."""
+    return {
+        "apiVersion": api_version,
+        "kind": "InstanceType",
+        "metadata": {"name": name},
+        "spec": {
+            "acceleratable": False,
+            "generalGroup": "generic",
+            "os": "linux",
+            "arch": "amd64",
+            "unitResources": {"cpu": "1", "ram": "2Gi"},
+            "localStorage": "10Gi",
+        },
+    }
+
+
 class Kubectl:
     """The sandbox's kubectl (built from tools/k8s at the cluster's version) against its kubeconfig.
 
