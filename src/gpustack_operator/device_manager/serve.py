@@ -49,7 +49,7 @@ from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.errors import Conflict, KubeError
 from gpustack_operator.rules.naming.manufacturers import known_manufacturers
 from gpustack_operator.rules.naming.resources import (
-    ResourceKind,
+    CARD_MODE_KINDS,
     acceleratable_resource_name,
     is_known_acceleratable_resource_name,
     visibility_resource_name,
@@ -65,11 +65,6 @@ GC_PERIOD = 300.0
 """Most seconds between sweeps of ghost reservations and per-pod work directories; sweeps come every retry
 window of the allocator when that is shorter (a deleted pod's directory goes with the next one)."""
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9402"
-MODES = {
-    DeviceAllocationMode.EXCLUSIVE: ResourceKind.EXCLUSIVE,
-    DeviceAllocationMode.SHARED: ResourceKind.SHARED,
-    DeviceAllocationMode.SLICED: ResourceKind.SLICED,
-}
 
 
 def parse_duration(text: str) -> float:
@@ -184,7 +179,7 @@ class ServeOptions:
 def resource_specs(manufacturer: str, inventory: Inventory, opts: ServeOptions) -> list[ResourceSpec]:
     """The resources one manufacturer's cards are served as (sliced only when its cards can be)."""
     specs = []
-    for mode, kind in MODES.items():
+    for mode, kind in CARD_MODE_KINDS.items():
         skip = (mode is DeviceAllocationMode.SHARED and opts.no_shared) or (
             mode is DeviceAllocationMode.SLICED
             and (opts.no_sliced or not any(c.max_slices > 0 for c in inventory.cards()))

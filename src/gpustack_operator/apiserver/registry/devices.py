@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpustack_operator.api.json import JSONObj, as_mapping, as_mappings
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CATEGORY, KIND_DEVICES, PLURAL_DEVICES, V1, WORKER_GROUP
 from gpustack_operator.api.schema.devices import DEVICES
 from gpustack_operator.apiserver.discovery import ServedResource
@@ -21,6 +21,7 @@ from gpustack_operator.apiserver.table import NAME, Column, age
 from gpustack_operator.conversion.apiversion import WORKER
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import DEVICES as STORED
+from gpustack_operator.rules.capacity.views import unhealthy_cards
 from gpustack_operator.rules.cards import CardState, Mode
 
 __all__ = ["COLUMNS", "RESOURCE", "SCHEMA", "SERVED", "proxy"]
@@ -61,16 +62,6 @@ def _manufacturers(obj: JSONObj) -> str:
     return ",".join(names) or "<none>"
 
 
-def _unhealthy(obj: JSONObj) -> set[str]:
-    """IDs of the cards the device manager reports unhealthy in the spec."""
-    return {
-        str(acc.get("id"))
-        for group in as_mappings((obj.get("spec") or {}).get("groups"))
-        for acc in as_mappings(group.get("accelerators"))
-        if as_mapping(acc.get("status")).get("unhealthy") is True
-    }
-
-
 def _state(card: JSONObj, sick: set[str]) -> CardState:
     """One ledger entry as the card model reads it (an omitted remaining is 0, as the ledger writes it)."""
     remaining, mode = card.get("remaining", 0), card.get("mode", 0)
@@ -83,7 +74,7 @@ def _state(card: JSONObj, sick: set[str]) -> CardState:
 
 def _count(test: Callable[[CardState], bool]) -> Callable[[JSONObj], int]:
     def cell(obj: JSONObj) -> int:
-        sick = _unhealthy(obj)
+        sick = unhealthy_cards(obj)
         return sum(1 for _, card in _ledger(obj) if test(_state(card, sick)))
 
     return cell
@@ -108,7 +99,7 @@ COLUMNS = (
     Column("Sliced", _count(_held(Mode.SLICED)), type="integer", description="Cards held in slices."),
     Column(
         "Unhealthy",
-        lambda obj: len(_unhealthy(obj)),
+        lambda obj: len(unhealthy_cards(obj)),
         type="integer",
         description="Cards the device manager reports unhealthy (they give nothing).",
     ),

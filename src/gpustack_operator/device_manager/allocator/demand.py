@@ -10,7 +10,7 @@ which refuses a memory-mib larger than the card, as the webhook does). A slice a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,8 @@ from gpustack_operator.rules.cards import (
 from gpustack_operator.rules.naming.resources import ResourceKind, resource_name_for
 
 CardKey = tuple[str, str]
+MemoryFold = Callable[[Quantity | None, Quantity | None, int], int | None]
+"""A card-model function of (memory-percentage, memory-mib, card MiB): units, or the VRAM cap."""
 
 
 @dataclass(frozen=True)
@@ -45,28 +47,23 @@ class SlicedRequest:
         """Units taken on one card: the folded `.sliced.units`, else the memory request folded here."""
         if self.units is not None and self.units > 0:
             return Need.of(DeviceAllocationMode.SLICED, self.units).units
-        try:
-            units = slice_units(self.memory_percentage, self.memory_mib, card_mib)
-        except SliceUnitsError as err:
-            raise AllocationRefusedError(f"sliced request: {err}") from err
-        if units is None:
-            raise AllocationRefusedError(
-                "a sliced request needs .sliced.memory-percentage or .sliced.memory-mib"
-            )
-        return units
+        return self._fold(slice_units, card_mib, "")
 
     def memory_limit_mib(self, card_mib: int) -> int:
         """VRAM cap on one card: floor(card × pct / 100), else the memory-mib."""
+        return self._fold(slice_memory_limit_mib, card_mib, " to cap the card's memory")
+
+    def _fold(self, fold: MemoryFold, card_mib: int, purpose: str) -> int:
+        """The card model's `fold` of this slice's memory keys; AllocationRefusedError saying why not."""
         try:
-            cap = slice_memory_limit_mib(self.memory_percentage, self.memory_mib, card_mib)
+            value = fold(self.memory_percentage, self.memory_mib, card_mib)
         except SliceUnitsError as err:
             raise AllocationRefusedError(f"sliced request: {err}") from err
-        if cap is None:
+        if value is None:
             raise AllocationRefusedError(
-                "a sliced request needs .sliced.memory-percentage or .sliced.memory-mib to cap the card's "
-                "memory"
+                f"a sliced request needs .sliced.memory-percentage or .sliced.memory-mib{purpose}"
             )
-        return cap
+        return value
 
 
 def sliced_request(container: Mapping[str, Any], base: str) -> SlicedRequest:

@@ -40,7 +40,7 @@ from gpustack_operator.device_manager.plugin.handler import (
 from gpustack_operator.device_manager.plugin.ids import DeviceID
 from gpustack_operator.device_manager.plugin.inventory import CardInfo, Inventory
 from gpustack_operator.device_manager.podresources.model import PodName
-from gpustack_operator.rules.cards import CARD_UNITS, SHARED_UNITS
+from gpustack_operator.rules.cards import CARD_UNITS, Need
 
 CardKey = tuple[str, str]
 Pod = Mapping[str, Any]
@@ -159,10 +159,9 @@ class Planner:
         needs, so that a card with room for it has room for whichever of them it is. With no pod asking,
         the least the mode takes."""
         mode = resource.mode
-        if mode is DeviceAllocationMode.EXCLUSIVE:
-            return lambda _key: CARD_UNITS
-        if mode is not DeviceAllocationMode.SLICED:
-            return lambda _key: SHARED_UNITS if mode is DeviceAllocationMode.SHARED else 0
+        if mode is not DeviceAllocationMode.SLICED:  # the card model's need, the same on every card
+            whole = Need.of(mode).units if mode is not DeviceAllocationMode.VISIBILITY else 0
+            return lambda _key: whole
         found = identify.candidates(
             pods, resource.name, size, claimed=lambda pod: set(self.allocations(pod)), fits=lambda *_: True
         )

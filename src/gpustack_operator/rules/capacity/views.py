@@ -118,11 +118,12 @@ def pool_cards(devices: Mapping[str, Any], group: str) -> list[CardState]:
     return [card for _, card in pool_card_rows(devices, group)]
 
 
-def unhealthy_cards(devices: Mapping[str, Any], group: str) -> set[str]:
-    """IDs of the pool's cards the device manager reports unhealthy (spec.groups[].accelerators[].status)."""
+def unhealthy_cards(devices: Mapping[str, Any], group: str | None = None) -> set[str]:
+    """IDs of the pool's cards (every group's when `group` is None) the device manager reports unhealthy
+    (spec.groups[].accelerators[].status)."""
     found = set()
     for entry in as_mappings(as_mapping(devices.get("spec")).get("groups")):
-        if accelerator_key(str(entry.get("manufacturer")), str(entry.get("id"))) == group:
+        if group is None or accelerator_key(str(entry.get("manufacturer")), str(entry.get("id"))) == group:
             for acc in as_mappings(entry.get("accelerators")):
                 if as_mapping(acc.get("status")).get("unhealthy") is True:
                     found.add(str(acc.get("id")))

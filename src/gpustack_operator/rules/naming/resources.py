@@ -11,6 +11,7 @@ import enum
 from typing import Final
 
 from gpustack_operator.api.keys import CREDITS_PREFIX, DEVICE_PREFIX
+from gpustack_operator.rules.cards import Mode
 from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ
 from gpustack_operator.rules.naming.manufacturers import is_known_manufacturer, manufacturers
 
@@ -35,6 +36,22 @@ class ResourceKind(enum.StrEnum):
 
 
 SLICED_KINDS: Final = tuple(kind for kind in ResourceKind if kind.is_sliced)
+
+CARD_MODE_KINDS: Final = {
+    Mode.EXCLUSIVE: ResourceKind.EXCLUSIVE,
+    Mode.SHARED: ResourceKind.SHARED,
+    Mode.SLICED: ResourceKind.SLICED,
+}
+"""The resource each card mode is asked (and served) by: the one table between the two ideas."""
+
+
+def card_mode(kind: ResourceKind) -> Mode | None:
+    """The card mode a resource kind requests (every `.sliced*` dimension is the sliced mode; None for the
+    internal visibility resource)."""
+    if kind.is_sliced:
+        return Mode.SLICED
+    return next((mode for mode, named in CARD_MODE_KINDS.items() if named is kind), None)
+
 
 # Longest suffix first, so `.sliced.units` is not read as `.sliced` + garbage.
 _BY_SUFFIX: Final = sorted(

@@ -16,8 +16,10 @@ from gpustack_operator.rules.cards import DEFAULT_CORES_PERCENTAGE as DEFAULT_CO
 from gpustack_operator.rules.cards import Mode, card_mode_label, slice_units
 from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ
 from gpustack_operator.rules.naming.resources import (
+    CARD_MODE_KINDS,
     ResourceKind,
     acceleratable_bases,
+    card_mode,
     resource_name_for,
     split_acceleratable_resource_name,
 )
@@ -29,22 +31,6 @@ MULTI_SLICE_MANUFACTURER: Final = "nvidia"
 
 ContainerResources = Mapping[str, Quantity]
 """One container's resources: requests merged with limits."""
-
-_MODE_KINDS: Final = {
-    Mode.EXCLUSIVE: ResourceKind.EXCLUSIVE,
-    Mode.SHARED: ResourceKind.SHARED,
-    Mode.SLICED: ResourceKind.SLICED,
-}
-"""The resource that names a card mode in messages."""
-
-
-def card_mode(kind: ResourceKind) -> Mode | None:
-    """The card mode a resource kind requests (None for the internal visibility resource)."""
-    if kind is ResourceKind.EXCLUSIVE:
-        return Mode.EXCLUSIVE
-    if kind is ResourceKind.SHARED:
-        return Mode.SHARED
-    return Mode.SLICED if kind.is_sliced else None
 
 
 def sliced_bases(resources: Iterable[str], environ: Environ = DEFAULT_ENVIRON) -> list[str]:
@@ -94,7 +80,7 @@ def repeated_card_requests(
             split = split_acceleratable_resource_name(name, environ)
             mode = None if split is None else card_mode(split[1])
             if split is not None and mode is not None:
-                asked.setdefault((split[0], mode), resource_name_for(split[0], _MODE_KINDS[mode]))
+                asked.setdefault((split[0], mode), resource_name_for(split[0], CARD_MODE_KINDS[mode]))
         for key, resource in asked.items():
             if key in first:
                 repeats.append((index, first[key], resource))
