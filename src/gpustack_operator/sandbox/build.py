@@ -63,6 +63,7 @@ K8S_VERSION = "v1.37.2"
 KUEUE_VERSION = "v0.17.0"
 KWOK_VERSION = "v0.8.0"
 NFD_VERSION = "v0.19.0"
+HELM_VERSION = "v3.22.0"
 COMPONENTS: tuple[Component, ...] = (
     Component("etcd", {"etcd": "go.etcd.io/etcd/server/v3"}),
     Component("kwok", {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
@@ -91,6 +92,13 @@ COMPONENTS: tuple[Component, ...] = (
         "nfd",
         {"nfd-master": "sigs.k8s.io/node-feature-discovery/cmd/nfd-master"},
         version_ldflags=(f"-X sigs.k8s.io/node-feature-discovery/pkg/version.version={NFD_VERSION}",),
+    ),
+    # helm is not part of the control plane: `make chart` and the chart's install tests run it against the
+    # sandbox, the way kubectl is built beside kube-apiserver.
+    Component(
+        "helm",
+        {"helm": "helm.sh/helm/v3/cmd/helm"},
+        version_ldflags=(f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",),
     ),
 )
 BINARIES = tuple(name for c in COMPONENTS for name in c.binaries)
