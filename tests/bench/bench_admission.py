@@ -52,8 +52,8 @@ from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.informer import Informer
 from gpustack_operator.rules.capacity.credits import CREDITS_PER_CARD
+from gpustack_operator.rules.capacity.kueueconfig import Tuning
 from gpustack_operator.runtime import Supervisor
-from gpustack_operator.sandbox import kueue
 from gpustack_operator.worker.prepare import install_admission_check
 
 JOBS_API = resources.Resource("batch", "v1", "jobs", "Job", namespaced=True)
@@ -261,7 +261,7 @@ async def check_controllers(kubeconfig: Path) -> None:
         await worker.close()
 
 
-async def run(jobs: int, tuning: kueue.Tuning) -> None:
+async def run(jobs: int, tuning: Tuning) -> None:
     print(
         f"Kueue: client {tuning.qps:g} requests/s, burst {tuning.burst}, "
         f"{tuning.workload_workers} Workload workers"
@@ -310,13 +310,13 @@ if __name__ == "__main__":
     parser.add_argument(
         "--kueue-qps",
         type=float,
-        default=kueue.Tuning.qps,
+        default=Tuning.qps,
         help="Kueue's client requests/s (burst twice that); default as Kueue's release manifests",
     )
     parser.add_argument(
         "--kueue-workload-workers",
         type=int,
-        default=kueue.Tuning.workload_workers,
+        default=Tuning.workload_workers,
         help="Kueue's Workload reconcile workers; default as Kueue's release manifests",
     )
     parser.add_argument("--check-controllers", type=Path, metavar="KUBECONFIG", help=argparse.SUPPRESS)
@@ -325,7 +325,7 @@ if __name__ == "__main__":
         if args.check_controllers:
             asyncio.run(check_controllers(args.check_controllers))
         else:
-            tuning = kueue.Tuning(args.kueue_qps, int(2 * args.kueue_qps), args.kueue_workload_workers)
+            tuning = Tuning(args.kueue_qps, int(2 * args.kueue_qps), args.kueue_workload_workers)
             asyncio.run(run(args.jobs, tuning))
     except errors.KubeError as e:
         raise SystemExit(f"bench_admission: {e}") from e

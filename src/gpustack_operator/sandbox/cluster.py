@@ -26,6 +26,7 @@ from gpustack_operator.api.keys import DEFAULT_SYSTEM_NAMESPACE
 from gpustack_operator.kube import definitions, errors, resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.conditions import is_true
+from gpustack_operator.rules.capacity.kueueconfig import RELEASE_TUNING, Tuning
 from gpustack_operator.sandbox import (
     build,
     components,
@@ -107,7 +108,7 @@ class Sandbox:
         inventory_file: Path = inventory.DEFAULT_INVENTORY,
         bin_dir: Path | None = None,
         progress: Callable[[str], None] = print,
-        kueue_tuning: kueue.Tuning = kueue.RELEASE_TUNING,
+        kueue_tuning: Tuning = RELEASE_TUNING,
     ) -> None:
         """`kueue_tuning`: Kueue's client rate and workers (its release manifests' by default)."""
         self.run_dir = run_dir.resolve()
@@ -257,16 +258,16 @@ class Sandbox:
                 definitions.apply_and_wait(client, crds, timeout=60.0),
                 self._install_kueue_prerequisites(client, kueue_mod, ports),
             )
-            (self.run_dir / "kueue.yaml").write_text(
-                yaml.safe_dump(
-                    kueue.configuration(
-                        ports.kueue_webhook,
-                        ports.kueue_health,
-                        self.run_dir / "kueue-certs",
-                        tuning=self.kueue_tuning,
-                    )
+            kueue_config = yaml.safe_dump(
+                kueue.configuration(
+                    ports.kueue_webhook,
+                    ports.kueue_health,
+                    self.run_dir / "kueue-certs",
+                    tuning=self.kueue_tuning,
                 )
             )
+            (self.run_dir / "kueue.yaml").write_text(kueue_config)
+            await client.apply(resources.CONFIGMAPS, kueue.manager_config_map(kueue_config))
             await _together(
                 self._launch(
                     "kueue",

@@ -11,17 +11,24 @@ from __future__ import annotations
 
 import base64
 import copy
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from gpustack_operator.api.json import JSONObj
-from gpustack_operator.rules.capacity.kueueconfig import kueue_resources
+from gpustack_operator.rules.capacity.kueueconfig import (
+    FRAMEWORKS,
+    MANAGER_CONFIG_KEY,
+    MANAGER_CONFIG_MAP,
+    RELEASE_TUNING,
+    Tuning,
+    manager_configuration,
+)
 
 NAMESPACE = "kueue-system"
 WEBHOOK_SERVICE = "kueue-webhook-service"
 WEBHOOK_SECRET = "kueue-webhook-server-cert"
+
 CONVERSION_CRDS = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
 # The stock kustomization keeps Kueue's pod/deployment/statefulset webhooks out of these namespaces.
 EXCLUDED_NAMESPACE_WEBHOOKS = (
@@ -101,65 +108,40 @@ def support_objects() -> list[JSONObj]:
     ]
 
 
-@dataclass(frozen=True)
-class Tuning:
-    """Kueue's client rate to kube-apiserver and its Workload reconcile workers; the defaults are what its
-    release manifests set (without them its client is held to client-go's 20 requests/s, and a Workload
-    takes several requests to admit). Benchmarks raise them to see past Kueue's own limits."""
-
-    qps: float = 50.0
-    burst: int = 100
-    workload_workers: int = 5
-
-    def manager(self) -> JSONObj:
-        """The `clientConnection` and `controller` stanzas of Kueue's Configuration."""
-        concurrency = {
-            "Job.batch": 5,
-            "Pod": 5,
-            "Workload.kueue.x-k8s.io": self.workload_workers,
-            "LocalQueue.kueue.x-k8s.io": 1,
-            "Cohort.kueue.x-k8s.io": 1,
-            "ClusterQueue.kueue.x-k8s.io": 1,
-            "ResourceFlavor.kueue.x-k8s.io": 1,
-        }
-        return {
-            "clientConnection": {"qps": self.qps, "burst": self.burst},
-            "controller": {"groupKindConcurrency": concurrency},
-        }
-
-
-RELEASE_TUNING = Tuning()
-"""What Kueue's release manifests configure."""
-
-
 def configuration(
     webhook_port: int,
     health_port: int,
     cert_dir: Path,
-    frameworks: tuple[str, ...] = ("batch/job", "pod"),
+    frameworks: tuple[str, ...] = FRAMEWORKS,
     tuning: Tuning = RELEASE_TUNING,
 ) -> JSONObj:
-    """Kueue's config.kueue.x-k8s.io/v1beta2 Configuration for a single local replica, with the chain's
-    resource transformations and exclusions (rules.capacity.kueueconfig)."""
+    """Kueue's Configuration for a single local replica: ours (rules.capacity.kueueconfig, what a Helm
+    install gives the Kueue subchart too) plus the local ports, certificate directory and namespace."""
     return {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
+        **manager_configuration(frameworks=frameworks, tuning=tuning),
         "namespace": NAMESPACE,
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
         "metrics": {"bindAddress": "0"},
         "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
-        **tuning.manager(),
         "internalCertManagement": {
             "enable": True,
             "webhookServiceName": WEBHOOK_SERVICE,
             "webhookSecretName": WEBHOOK_SECRET,
         },
-        "manageJobsWithoutQueueName": False,
-        "integrations": {"frameworks": list(frameworks)},
-        "resources": kueue_resources(),
         # The visibility API would write certs to a hard-coded /visibility and needs its own APIService.
         "featureGates": {"VisibilityOnDemand": False},
+    }
+
+
+def manager_config_map(config_text: str) -> JSONObj:
+    """The ConfigMap a Helm or kustomize install of Kueue runs from (`kueue-manager-config`), holding the
+    configuration file the local Kueue reads: the worker inspects it the way it would in a cluster."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": MANAGER_CONFIG_MAP, "namespace": NAMESPACE},
+        "data": {MANAGER_CONFIG_KEY: config_text},
     }
 
 

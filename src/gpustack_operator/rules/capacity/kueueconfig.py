@@ -9,12 +9,18 @@ Kueue quota-checks every resource a pod requests, and v0.17 has no switch to ign
 - `resources.excludeResourcePrefixes`: memory, ephemeral storage, hugepages and the pod count are never
   quota in this design (the InstanceType's unit spec bounds them), so they are kept out instead of being
   declared with a made-up nominal quota.
-`cpu` stays: it is the CPU pools' quota. The sandbox writes this into Kueue's configuration file; a Helm
-install renders the same into Kueue's ConfigMap.
+`cpu` stays: it is the CPU pools' quota. A slice's units transformation is multiplied by its `.sliced`
+card count (`multiplyBy`), so a container asking two slices of 30 units is charged 60 credits, as the
+admission check counts it (rules.admission.demand); a container without `.sliced` is charged once.
+
+`manager_configuration` is the part of Kueue's Configuration that is ours and the same everywhere: the
+integrations, the resources stanza, client tuning. The sandbox adds its local ports and certificate paths
+(sandbox.kueue); a Helm install hands the same to the Kueue subchart (install.kueue), so they cannot drift.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 from gpustack_operator.rules.capacity.credits import CREDITS_PER_CARD
@@ -42,8 +48,18 @@ _DROPPED: Final = (
 )
 
 
-def _replace(name: str, outputs: dict[str, str]) -> dict[str, Any]:
-    return {"input": name, "strategy": "Replace", "outputs": outputs}
+MANAGER_CONFIG_MAP: Final = "kueue-manager-config"
+"""The ConfigMap Kueue runs from, in its kustomize manifests and its Helm chart (fullnameOverride `kueue`)."""
+MANAGER_CONFIG_KEY: Final = "controller_manager_config.yaml"
+FRAMEWORKS: Final = ("batch/job", "pod")
+"""Kueue integrations we run with: Jobs, and plain Pods (an Instance is one Pod in its type's queue)."""
+
+
+def _replace(name: str, outputs: dict[str, str], multiply_by: str | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = {"input": name, "strategy": "Replace", "outputs": outputs}
+    if multiply_by is not None:
+        found["multiplyBy"] = multiply_by
+    return found
 
 
 def resource_transformations(environ: Environ = DEFAULT_ENVIRON) -> list[dict[str, Any]]:
@@ -52,7 +68,14 @@ def resource_transformations(environ: Environ = DEFAULT_ENVIRON) -> list[dict[st
     for name, mfr in sorted(manufacturers(environ).items()):
         credits = credits_resource_name(name)
         for kind, per_unit in _PER_UNIT.items():
-            found.append(_replace(resource_name_for(mfr.resource_name, kind), {credits: str(per_unit)}))
+            multiply_by = (
+                resource_name_for(mfr.resource_name, ResourceKind.SLICED)
+                if kind is ResourceKind.SLICED_UNITS
+                else None
+            )
+            found.append(
+                _replace(resource_name_for(mfr.resource_name, kind), {credits: str(per_unit)}, multiply_by)
+            )
         found += [_replace(resource_name_for(mfr.resource_name, kind), {}) for kind in _DROPPED]
         found.append(_replace(visibility_resource_name(name), {}))
     return found
@@ -63,4 +86,51 @@ def kueue_resources(environ: Environ = DEFAULT_ENVIRON) -> dict[str, Any]:
     return {
         "excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES),
         "transformations": resource_transformations(environ),
+    }
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Kueue's client rate to kube-apiserver and its Workload reconcile workers; the defaults are what its
+    release manifests set (without them its client is held to client-go's 20 requests/s, and a Workload
+    takes several requests to admit). Benchmarks raise them to see past Kueue's own limits."""
+
+    qps: float = 50.0
+    burst: int = 100
+    workload_workers: int = 5
+
+    def manager(self) -> dict[str, Any]:
+        """The `clientConnection` and `controller` stanzas of Kueue's Configuration."""
+        concurrency = {
+            "Job.batch": 5,
+            "Pod": 5,
+            "Workload.kueue.x-k8s.io": self.workload_workers,
+            "LocalQueue.kueue.x-k8s.io": 1,
+            "Cohort.kueue.x-k8s.io": 1,
+            "ClusterQueue.kueue.x-k8s.io": 1,
+            "ResourceFlavor.kueue.x-k8s.io": 1,
+        }
+        return {
+            "clientConnection": {"qps": self.qps, "burst": self.burst},
+            "controller": {"groupKindConcurrency": concurrency},
+        }
+
+
+RELEASE_TUNING = Tuning()
+"""What Kueue's release manifests configure."""
+
+
+def manager_configuration(
+    environ: Environ = DEFAULT_ENVIRON,
+    frameworks: tuple[str, ...] = FRAMEWORKS,
+    tuning: Tuning = RELEASE_TUNING,
+) -> dict[str, Any]:
+    """Our part of Kueue's config.kueue.x-k8s.io/v1beta2 Configuration, wherever Kueue runs."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        **tuning.manager(),
+        "manageJobsWithoutQueueName": False,
+        "integrations": {"frameworks": list(frameworks)},
+        "resources": kueue_resources(environ),
     }

@@ -13,6 +13,12 @@ def test_each_vendor_counts_cards_shares_and_slice_units_as_credits_and_drops_th
     assert by_input["nvidia.com/gpu"]["outputs"] == {nvidia: "1600000"}
     assert by_input["nvidia.com/gpu.shared"]["outputs"] == {nvidia: "160000"}
     assert by_input["nvidia.com/gpu.sliced.units"]["outputs"] == {nvidia: "1"}
+    assert by_input["nvidia.com/gpu.sliced.units"]["multiplyBy"] == "nvidia.com/gpu.sliced", (
+        "two slices of 30 units are charged 60 credits, as the admission check counts them"
+    )
+    assert [t["input"] for t in by_input.values() if "multiplyBy" in t] == [
+        t["input"] for t in by_input.values() if t["input"].endswith(".sliced.units")
+    ]
     for dropped in (
         "nvidia.com/gpu.sliced",
         "nvidia.com/gpu.sliced.memory-mib",
