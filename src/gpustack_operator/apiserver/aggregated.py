@@ -20,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpustack_operator.api.conditions import status_conditions
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver import delegation, registration, serving
 from gpustack_operator.apiserver.authn import Authenticator
 from gpustack_operator.apiserver.authz import Authorizer
@@ -91,6 +93,7 @@ class AggregatedAPI:
         self.listening = asyncio.Event()
         self.registered = asyncio.Event()
         self._configurations: list[dict[str, Any]] = []
+        self._owner: list[JSONObj] = []
         self._port = options.secure_port
         self.ca_pem = self.certs.ca_pem
         """The CA bundle our APIServices and webhook configurations carry (`ca.crt`, or our own CA)."""
@@ -138,8 +141,10 @@ class AggregatedAPI:
             return
         await serving.CertificateReloader(self.ctx, self.options.cert_dir).run()
 
-    async def register(self) -> None:
-        """The Prepare step: the routing Service (outside a cluster), our APIServices and webhooks."""
+    async def register(self, owner: Sequence[JSONObj] = ()) -> None:
+        """The Prepare step: the routing Service (outside a cluster), our APIServices and webhooks; with
+        `owner` (worker.prepare.owner_references) the APIServices and webhook configurations carry it."""
+        self._owner = list(owner)
         await self.listening.wait()
         if not self.options.in_cluster:
             svc = registration.external_name_service(self.namespace, self.service)
@@ -155,6 +160,8 @@ class AggregatedAPI:
             body = registration.apiservice(
                 *group_version, self.namespace, self.service, self._port, self.ca_pem
             )
+            if self._owner:
+                body["metadata"]["ownerReferences"] = self._owner
             await self.client.apply(resources.APISERVICES, body)
             log.info(
                 "%s: applied APIService %s -> %s/%s:%s",
@@ -168,6 +175,9 @@ class AggregatedAPI:
             self._configurations = configurations(
                 self.webhooks.webhooks, self.namespace, self.service, self._port, self.ca_pem
             )
+            for body in self._configurations:
+                if self._owner:
+                    body["metadata"]["ownerReferences"] = self._owner
             for res, body in zip(CONFIGURATION_KINDS, self._configurations, strict=True):
                 await self.client.apply(res, body)
                 log.info(

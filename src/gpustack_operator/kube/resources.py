@@ -71,6 +71,7 @@ VALIDATING_WEBHOOKS = Resource(
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True)
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", namespaced=True)
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
 
 KUEUE_GROUP = kueue.GROUP
 _KUEUE = kueue.VERSION
@@ -108,6 +109,7 @@ CORE_AND_EXTENSIONS: tuple[Resource, ...] = (
     LEASES,
     EVENTS,
     ROLEBINDINGS,
+    CLUSTER_ROLES,
     RESOURCE_FLAVORS,
     CLUSTER_QUEUES,
     LOCAL_QUEUES,

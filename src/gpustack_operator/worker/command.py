@@ -20,20 +20,24 @@ from gpustack_operator.kube.errors import KubeConfigError
 from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.catalog import SettingsEnvironmentError, initial_values
 from gpustack_operator.settings.environment import Environment, EnvironmentValueError
+from gpustack_operator.worker.prerequisites import KueueConfigMap
 from gpustack_operator.worker.start import WorkerOptions, run
 
 __all__ = ["register"]
 
 DESCRIPTION = """\
-The control-plane process. Prepare (every replica): ensure the system namespace (KUBERNETES_POD_NAMESPACE,
-default gpustack-system), apply the operator's CRDs and wait until they are Established, create the
-gpustack-settings Secret or add the keys it lacks (values already set are never overwritten; first-install
-values come from GPUSTACK_* variables), apply the gpustack-cpu-info NodeFeatureRule and the
-gpustack-node-devices AdmissionCheck, register the APIService v1.worker.gpustack.ai (outside a cluster
+The control-plane process. It first waits until Node Feature Discovery and Kueue are installed, saying what
+is missing (log, Warning Event, /readyz). Prepare (every replica): ensure the system namespace
+(KUBERNETES_POD_NAMESPACE, default gpustack-system), apply the operator's CRDs and wait until they are
+Established, create the gpustack-settings Secret or add the keys it lacks (values already set are never
+overwritten; first-install values come from GPUSTACK_* variables), apply the gpustack-cpu-info NodeFeatureRule
+and the gpustack-node-devices AdmissionCheck, register the APIService v1.worker.gpustack.ai (outside a cluster
 with an ExternalName Service <KUBERNETES_SERVICE_NAME> -> localhost) and the admission webhooks
-(gpustack-worker-mutation/-validation, failurePolicy Fail). Start: serve /metrics, /healthz, /readyz and,
-over HTTPS (--secure-port), the aggregated API and the webhooks; wait until the APIService is Available,
-then run the controllers under leader election (Lease <leader-election-id> in the system namespace).
+(gpustack-worker-mutation/-validation, failurePolicy Fail). Start: serve /metrics, /healthz, /readyz and, over
+HTTPS (--secure-port), the aggregated API and the webhooks; wait until the APIService is Available, then run
+the controllers under leader election (Lease <leader-election-id> in the system namespace). Every 20 s it
+reads Kueue's configuration (--kueue-config-map) and reports a Kueue that does not turn GPU requests into
+credits: condition gpustack.ai/KueueConfigured on AdmissionCheck gpustack-node-devices.
 
 The controllers build the scheduling chain: node capacities and the worker NodeFeature, one Kueue
 ResourceFlavor per node flavor, one ClusterQueue and InstanceType per hardware pool, a LocalQueue per
@@ -64,6 +68,13 @@ def _port(text: str) -> int:
 def _flag(text: str) -> bool:
     try:
         return parse_bool(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _config_map(text: str) -> KueueConfigMap:
+    try:
+        return KueueConfigMap.parse(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from e
 
@@ -176,6 +187,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "accepts InstanceTypes, Instances and sliced Pods unchecked and unfolded (development only)",
     )
     p.add_argument(
+        "--owner-cluster-role",
+        default=None,
+        metavar="NAME",
+        help="ClusterRole that owns the cluster-scoped objects Prepare creates (NodeFeatureRule, "
+        "AdmissionCheck, APIServices, webhook configurations), so deleting it (helm uninstall) "
+        "garbage-collects them; the chart passes its worker ClusterRole (default: none, they stay)",
+    )
+    p.add_argument(
+        "--kueue-config-map",
+        type=_config_map,
+        action="append",
+        default=None,
+        metavar="NAMESPACE/NAME",
+        help="where Kueue's configuration is published (the ConfigMap its manifests run it from), "
+        "read every 20 s to check it converts GPU requests into credits; repeatable, the first found "
+        "is used (default: kueue-system/kueue-manager-config)",
+    )
+    p.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default="info",
@@ -213,6 +242,8 @@ def _run(args: argparse.Namespace) -> int:
         )
         if args.secure_port
         else None,
+        owner_cluster_role=args.owner_cluster_role,
+        kueue_config_maps=tuple(args.kueue_config_map or (KueueConfigMap(),)),
     )
     try:
         return asyncio.run(run(options, environment, settings))

@@ -10,7 +10,12 @@ details and labels the nodes without an accelerator (rules.naming.cpuinforule). 
 first: without its CRDs the step fails with that instruction. The `gpustack-node-devices` AdmissionCheck
 is server-side applied after that (Kueue's CRDs are installed at run time, so the chart cannot ship it);
 the body carries no finalizers, so Kueue's own stays Kueue's, and the node-devices controllers keep it
-Active. Kueue must be installed first, likewise. The APIServices of the aggregated API follow the CRDs
+Active. Kueue must be installed first, likewise (worker.prerequisites waits for both and says so). With
+`--owner-cluster-role` (the chart passes its worker ClusterRole), the cluster-scoped objects Prepare creates
+(the NodeFeatureRule, the AdmissionCheck, the APIServices and webhook configurations) carry an
+ownerReference to that ClusterRole, so `helm uninstall`, which deletes the ClusterRole, has the garbage
+collector delete them too instead of leaving an APIService and webhooks that point at nothing. The
+APIServices of the aggregated API follow the CRDs
 (apiserver.aggregated, wired by worker.aggregation); the spec's other steps (webhook configurations,
 applications) join here, in order.
 """
@@ -18,9 +23,10 @@ applications) join here, in order.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from gpustack_operator.api.crds import custom_resource_definitions
+from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK, NODE_DEVICES_CONTROLLER_NAME
 from gpustack_operator.kube import definitions, errors, resources
 from gpustack_operator.kube.client import Client
@@ -35,6 +41,7 @@ __all__ = [
     "install_admission_check",
     "install_crds",
     "install_node_feature_rule",
+    "owner_references",
     "prepare",
 ]
 
@@ -52,6 +59,7 @@ async def prepare(
     *,
     crd_timeout: float,
     install_apiservices: Callable[[], Awaitable[None]] | None = None,
+    owner: Sequence[JSONObj] = (),
 ) -> None:
     """The Prepare phase: system namespace, CRDs (Established), APIServices (when the worker serves the
     aggregated API), settings Secret, NFD's CPU-info rule, the admission check."""
@@ -65,8 +73,30 @@ async def prepare(
     if install_apiservices is not None:
         await install_apiservices()
     await initialize_settings(client, namespace, settings)
-    await install_node_feature_rule(client)
-    await install_admission_check(client)
+    await install_node_feature_rule(client, owner)
+    await install_admission_check(client, owner)
+
+
+async def owner_references(client: Client, cluster_role: str | None) -> list[JSONObj]:
+    """The ownerReferences naming `cluster_role` (empty when None); PrepareError when it does not exist."""
+    if cluster_role is None:
+        return []
+    role = await client.get_or_none(resources.CLUSTER_ROLES, cluster_role)
+    if role is None:
+        raise PrepareError(
+            f"ClusterRole {cluster_role} (--owner-cluster-role) does not exist: the chart creates it; "
+            "outside the chart leave the flag out"
+        )
+    meta = role["metadata"]
+    ref = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": meta["name"]}
+    log.info("Prepare: cluster-scoped objects will be owned by ClusterRole %s", cluster_role)
+    return [{**ref, "uid": meta["uid"]}]
+
+
+def _owned(body: JSONObj, owner: Sequence[JSONObj]) -> JSONObj:
+    if owner:
+        body["metadata"]["ownerReferences"] = list(owner)
+    return body
 
 
 async def install_crds(client: Client, *, timeout: float) -> None:
@@ -103,9 +133,9 @@ async def initialize_settings(
     raise PrepareError(f"settings Secret {where} kept changing; gave up after {attempts} attempts")
 
 
-async def install_node_feature_rule(client: Client) -> None:
+async def install_node_feature_rule(client: Client, owner: Sequence[JSONObj] = ()) -> None:
     """Server-side apply the `gpustack-cpu-info` NodeFeatureRule for every known manufacturer's vendor ID."""
-    rule = cpu_info_rule(m.pci_vendor_id for m in manufacturers().values())
+    rule = _owned(cpu_info_rule(m.pci_vendor_id for m in manufacturers().values()), owner)
     try:
         await client.apply(resources.NODE_FEATURE_RULES, rule)
     except errors.NotFound as e:
@@ -116,12 +146,15 @@ async def install_node_feature_rule(client: Client) -> None:
     log.info("Prepare: applied NodeFeatureRule %s", rule["metadata"]["name"])
 
 
-async def install_admission_check(client: Client) -> None:
+async def install_admission_check(client: Client, owner: Sequence[JSONObj] = ()) -> None:
     """Server-side apply the `gpustack-node-devices` AdmissionCheck (no finalizers: those are Kueue's)."""
-    check = {
-        "metadata": {"name": NODE_DEVICES_ADMISSION_CHECK},
-        "spec": {"controllerName": NODE_DEVICES_CONTROLLER_NAME},
-    }
+    check = _owned(
+        {
+            "metadata": {"name": NODE_DEVICES_ADMISSION_CHECK},
+            "spec": {"controllerName": NODE_DEVICES_CONTROLLER_NAME},
+        },
+        owner,
+    )
     try:
         await client.apply(resources.ADMISSION_CHECKS, check)
     except errors.NotFound as e:

@@ -1,16 +1,19 @@
 """Start: the worker's long-lived parts, wired once and run under the main supervisor until a signal.
 
 The probe and metrics servers start first, so Kubernetes sees a live process while Prepare runs, and the
-aggregated API's HTTPS server with them; then one task runs Prepare (which registers the APIServices),
+aggregated API's HTTPS server with them; then one task waits until NFD and Kueue are installed (saying what
+is missing meanwhile, worker.prerequisites), runs Prepare (which registers the APIServices),
 waits until kube-apiserver reports them Available, and runs the manager (informers everywhere,
 controllers while leading). The controllers are registered once, when the worker is wired, by
 controllers.setup (the only list of them).
-/readyz turns ready when Prepare is done and the informers have synced. The exit code is 0 after SIGTERM
-(the manager has let reconciles finish and released the lease by then) and 1 when a part failed.
+/readyz turns ready when Prepare is done and the informers have synced; it names a missing prerequisite, and
+notes a Kueue that runs without our configuration (checked every 20 s after Prepare). The exit code is 0 after
+SIGTERM (the manager has let reconciles finish and released the lease by then) and 1 when a part failed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import uuid
@@ -31,7 +34,8 @@ from gpustack_operator.kube.lease import LeaderElector, LeaseConfig
 from gpustack_operator.runtime import Supervisor, run_until_signal
 from gpustack_operator.settings.environment import Environment
 from gpustack_operator.worker.aggregation import aggregated_api
-from gpustack_operator.worker.prepare import PrepareError, prepare
+from gpustack_operator.worker.prepare import PrepareError, owner_references, prepare
+from gpustack_operator.worker.prerequisites import KueueConfigMap, Prerequisites
 
 __all__ = ["WorkerOptions", "run"]
 
@@ -58,6 +62,10 @@ class WorkerOptions:
     crd_timeout: float = 120.0
     aggregation: AggregationOptions | None = None
     """The aggregated API server (the command line's default has one); None runs without it."""
+    owner_cluster_role: str | None = None
+    """`--owner-cluster-role`: the cluster-scoped objects Prepare creates are owned by (and garbage-collected
+    with) this ClusterRole, the chart's; None leaves them unowned."""
+    kueue_config_maps: tuple[KueueConfigMap, ...] = (KueueConfigMap(),)
 
 
 class _Worker:
@@ -83,6 +91,8 @@ class _Worker:
             lease = LeaseConfig(environment.pod_namespace, self.identity, name=options.leader_election_id)
             elector = LeaderElector(client, lease)
         informers = InformerFactory(client)
+        self.recorder = EventRecorder(client, instance=self.identity, controller="gpustack.ai/worker-prepare")
+        self.prerequisites = Prerequisites(client, environment, self.recorder, options.kueue_config_maps)
         self.manager = Manager(
             informers,
             elector=elector,
@@ -103,31 +113,42 @@ class _Worker:
     async def setup(self, sup: Supervisor) -> None:
         opts = self.options
         live = {"ping": lambda: True}
-        ready = {"prepare": lambda: self.prepared, "informers": lambda: self.manager.synced}
+        ready: dict[str, health.Check] = {
+            "prerequisites": self.prerequisites.installed,
+            "prepare": lambda: self.prepared,
+            "informers": lambda: self.manager.synced,
+        }
+        notes = {"kueue-configuration": self.prerequisites.kueue_note}
         if opts.metrics_address is not None and opts.metrics_address == opts.health_address:
-            app = health.build_app(registry=self.manager.metrics.registry, live=live, ready=ready)
+            app = health.build_app(
+                registry=self.manager.metrics.registry, live=live, ready=ready, notes=notes
+            )
             sup.spawn(
                 "http server", partial(health.serve, app, opts.metrics_address, name="metrics and probes")
             )
         else:
             for name, address, app in (
                 ("metrics", opts.metrics_address, health.build_app(registry=self.manager.metrics.registry)),
-                ("probes", opts.health_address, health.build_app(live=live, ready=ready)),
+                ("probes", opts.health_address, health.build_app(live=live, ready=ready, notes=notes)),
             ):
                 if address is not None:
                     sup.spawn(f"{name} server", partial(health.serve, app, address, name=name))
         if self.api is not None:
             self.api.spawn(sup)
+        sup.spawn("prerequisite events", self.recorder.run)
         sup.spawn("worker", self.prepare_then_start)
 
     async def prepare_then_start(self) -> None:
+        await self.prerequisites.wait_installed()
         log.info("Worker %s: Prepare in system namespace %s", self.identity, self.environment.pod_namespace)
+        owner = await owner_references(self.client, self.options.owner_cluster_role)
         await prepare(
             self.client,
             self.environment,
             self.settings,
             crd_timeout=self.options.crd_timeout,
-            install_apiservices=self.api.register if self.api is not None else None,
+            install_apiservices=partial(self.api.register, owner) if self.api is not None else None,
+            owner=owner,
         )
         if self.api is not None:
             try:
@@ -140,7 +161,9 @@ class _Worker:
             self.identity,
             ", ".join(self.controllers) or "none yet",
         )
-        await self.manager.run()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.manager.run())
+            group.create_task(self.prerequisites.keep_checking_kueue())
 
 
 async def run(options: WorkerOptions, environment: Environment, settings: Mapping[str, str]) -> int:

@@ -35,7 +35,8 @@ def test_a_changed_build_recipe_rebuilds_its_component(tmp_path: Path) -> None:
 
 
 def test_each_binary_lives_under_its_own_component_key() -> None:
-    assert build.binary_path("nfd-master").parent.parent == build.component_dir(build.COMPONENTS[-1])
+    nfd = next(c for c in build.COMPONENTS if c.module == "nfd")
+    assert build.binary_path("nfd-master").parent.parent == build.component_dir(nfd)
     assert build.binary_path("kube-scheduler").parent == build.binary_path("kube-apiserver").parent
     assert build.binary_path("etcd").parent != build.binary_path("kube-apiserver").parent
 
@@ -50,6 +51,7 @@ def test_every_component_binary_is_expected() -> None:
         "kube-scheduler",
         "kubectl",
         "nfd-master",
+        "helm",
     }
 
 

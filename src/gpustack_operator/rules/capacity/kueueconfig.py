@@ -20,6 +20,7 @@ integrations, the resources stanza, client tuning. The sandbox adds its local po
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -134,3 +135,46 @@ def manager_configuration(
         "integrations": {"frameworks": list(frameworks)},
         "resources": kueue_resources(environ),
     }
+
+
+def _same(found: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """A transformation as Kueue reads it: strategy (default Retain), outputs as quantities, multiplyBy."""
+    outputs = {name: str(value) for name, value in (found.get("outputs") or {}).items()}
+    return (
+        found.get("strategy", "Retain") == wanted["strategy"]
+        and outputs == wanted["outputs"]
+        and found.get("multiplyBy") == wanted.get("multiplyBy")
+    )
+
+
+def configuration_problems(config: Mapping[str, Any], environ: Environ = DEFAULT_ENVIRON) -> list[str]:
+    """What a Kueue Configuration lacks for the pools to count this cluster's cards (empty: nothing).
+
+    Each problem names what is missing and what it breaks; the transformations are compared with those
+    `manager_configuration` writes for the manufacturers `environ` enables.
+    """
+    problems = []
+    frameworks = set(((config.get("integrations") or {}).get("frameworks")) or ())
+    missing_frameworks = [f for f in FRAMEWORKS if f not in frameworks]
+    if missing_frameworks:
+        problems.append(
+            f"integrations.frameworks lacks {', '.join(missing_frameworks)}: Kueue does not queue those "
+            "workloads (an Instance runs as a plain Pod)"
+        )
+    resources = config.get("resources") or {}
+    found = {t.get("input"): t for t in resources.get("transformations") or () if isinstance(t, Mapping)}
+    wrong = [t["input"] for t in resource_transformations(environ) if not _same(found.get(t["input"], {}), t)]
+    if wrong:
+        more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+        problems.append(
+            f"resources.transformations lacks or differs for {', '.join(wrong[:3])}{more}: GPU requests are "
+            "not counted as credits.gpustack.ai/<manufacturer>, so the GPU pools' quota counts nothing"
+        )
+    prefixes = set(resources.get("excludeResourcePrefixes") or ())
+    missing_prefixes = [p for p in EXCLUDED_RESOURCE_PREFIXES if p not in prefixes]
+    if missing_prefixes:
+        problems.append(
+            f"resources.excludeResourcePrefixes lacks {', '.join(missing_prefixes)}: Kueue asks the pools' "
+            "queues for quota they do not declare, and a Pod that sets memory is never admitted"
+        )
+    return problems

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from gpustack_operator.rules.capacity.kueueconfig import kueue_resources
+import copy
+
+from gpustack_operator.rules.capacity.kueueconfig import (
+    configuration_problems,
+    kueue_resources,
+    manager_configuration,
+)
 from gpustack_operator.rules.naming.manufacturers import known_manufacturers
 
 
@@ -36,3 +42,23 @@ def test_memory_storage_hugepages_and_pod_count_are_never_quota_but_cpu_is() -> 
     for name in ("memory", "ephemeral-storage", "hugepages-2Mi", "pods"):
         assert any(name.startswith(p) for p in prefixes), name
     assert not any("cpu".startswith(p) or "nvidia.com/gpu".startswith(p) for p in prefixes)
+
+
+def test_the_configuration_we_write_has_no_problems_and_each_missing_part_is_named() -> None:
+    ours = manager_configuration(environ={})
+    assert configuration_problems(ours, environ={}) == []
+    stock = {"apiVersion": ours["apiVersion"], "kind": "Configuration"}
+    problems = configuration_problems(stock, environ={})
+    assert len(problems) == 3
+    assert "batch/job, pod" in problems[0]
+    assert "amd.com/gpu, amd.com/gpu.shared, amd.com/gpu.sliced.units and" in problems[1]
+    assert "memory" in problems[2]
+
+
+def test_a_slice_transformation_without_multiply_by_counts_as_a_problem() -> None:
+    config = copy.deepcopy(manager_configuration(environ={}))
+    for t in config["resources"]["transformations"]:
+        t.pop("multiplyBy", None)
+        t["outputs"] = {k: int(v) for k, v in t["outputs"].items()}  # YAML numbers read back as ints
+    [problem] = configuration_problems(config, environ={})
+    assert problem.startswith("resources.transformations lacks or differs for amd.com/gpu.sliced.units, ")
