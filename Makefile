@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lint typecheck unit control-plane test run sandbox sandbox-down crds clean
+.PHONY: setup lint typecheck unit control-plane test run sandbox sandbox-down crds chart image clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,21 @@ sandbox-down: $(STAMP)
 
 crds: $(STAMP)
 	$(BIN)/python scripts/gen_crds.py
+
+# Vendor the Kueue and NFD subcharts, helm lint --strict, render the chart three ways into build/chart/ and,
+# when a sandbox runs, dry-run the render against its kube-apiserver (scripts/chart.py says what it skipped).
+chart: control-plane
+	$(BIN)/python scripts/chart.py
+
+# The operator image (Dockerfile) with whichever container builder exists. Not part of `make test`.
+IMAGE ?= gpustack/gpustack-operator:dev
+image:
+	@builder=$$(for b in docker podman buildah; do command -v $$b >/dev/null 2>&1 && { echo $$b; break; }; done); \
+	if [ -z "$$builder" ]; then \
+		echo "no container builder (docker, podman, buildah) found; the image was not built" >&2; exit 1; \
+	fi; \
+	if [ "$$builder" = buildah ]; then set -x; buildah bud -t $(IMAGE) -f Dockerfile .; \
+	else set -x; $$builder build -t $(IMAGE) -f Dockerfile .; fi
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .sandbox
