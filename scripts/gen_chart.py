@@ -10,25 +10,11 @@ unified diff per stale file, so a change to the code that the chart does not fol
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpustack_operator.install.chart import CHART_DIR, generated_files
-
-
-def stale_files(chart_dir: Path) -> list[str]:
-    """A unified diff per generated file that is not as the code would write it."""
-    reports = []
-    for name, text in sorted(generated_files(chart_dir).items()):
-        path = chart_dir / name
-        current = path.read_text(encoding="utf-8") if path.exists() else ""
-        if current != text:
-            old, new = current.splitlines(keepends=True), text.splitlines(keepends=True)
-            diff = difflib.unified_diff(old, new, str(path), f"{path} (generated)")
-            reports.append("".join(diff) or f"{path}: missing")
-    return reports
+from gpustack_operator.install.chart import CHART_DIR, generated_files, stale_files
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -100,12 +100,3 @@ def test_our_objects_refuse_unknown_keys() -> None:
         and set(schema["properties"]) != {"name"}
     ]
     assert open_ones == []
-
-
-def test_kueue_block_is_marked_for_the_generator() -> None:
-    lines = VALUES_TEXT.splitlines()
-    begin = lines.index("# BEGIN generated: kueue (scripts/gen_chart.py)")
-    end = lines.index("# END generated: kueue")
-    assert begin < end
-    assert lines[begin + 1] == "kueue:"
-    assert yaml.safe_load("\n".join(lines[begin + 1 : end]))["kueue"]["enabled"] is True

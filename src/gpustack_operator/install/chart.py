@@ -6,12 +6,13 @@ values.yaml block sits between two marker lines, so the rest of values.yaml stay
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from gpustack_operator.install.kueue import kueue_values_block
 from gpustack_operator.install.rbac import rbac_files
 
-__all__ = ["BEGIN_KUEUE", "CHART_DIR", "END_KUEUE", "generated_files", "with_kueue_block"]
+__all__ = ["BEGIN_KUEUE", "CHART_DIR", "END_KUEUE", "generated_files", "stale_files", "with_kueue_block"]
 
 CHART_DIR = Path(__file__).resolve().parents[3] / "charts" / "gpustack-operator"
 """The chart in a source checkout (the generator runs from one)."""
@@ -42,3 +43,16 @@ def generated_files(chart_dir: Path = CHART_DIR) -> dict[str, str]:
     values = chart_dir / "values.yaml"
     files["values.yaml"] = with_kueue_block(values.read_text(encoding="utf-8"))
     return files
+
+
+def stale_files(chart_dir: Path = CHART_DIR) -> list[str]:
+    """A unified diff per generated file that is not as the code would write it."""
+    reports = []
+    for name, text in sorted(generated_files(chart_dir).items()):
+        path = chart_dir / name
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        if current != text:
+            old, new = current.splitlines(keepends=True), text.splitlines(keepends=True)
+            diff = difflib.unified_diff(old, new, str(path), f"{path} (generated)")
+            reports.append("".join(diff) or f"{path}: missing")
+    return reports
