@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from gpustack_operator.api.crds import custom_resource_definitions
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK, NODE_DEVICES_CONTROLLER_NAME
+from gpustack_operator.controllerkit.rbac import SYSTEM, Rule
 from gpustack_operator.kube import definitions, errors, resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.rules.naming.cpuinforule import cpu_info_rule
@@ -39,6 +40,25 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+KUEUE_NAMESPACE = "kueue-system"
+"""Where Kueue's Helm chart and manifests install it (and its `kueue-manager-config` ConfigMap)."""
+
+RBAC: tuple[Rule, ...] = (
+    Rule.of(resources.NAMESPACES, "create"),  # the system namespace
+    Rule.of(resources.CRDS, "get", "create", "patch"),  # kube.definitions: apply, then wait Established
+    Rule.of(resources.SECRETS, "get", "create", "patch", namespace=SYSTEM),  # the settings Secret
+    Rule.of(resources.NODE_FEATURE_RULES, "create", "patch"),  # server-side apply (create when missing)
+    Rule.of(resources.ADMISSION_CHECKS, "create", "patch"),
+    # The steps being added: the ownerReference lookup of one ClusterRole, Kueue's ConfigMap (in Kueue's
+    # namespace or the one it is told: the system namespace), Events and the worker's own Pod status.
+    Rule.of(resources.CLUSTER_ROLES, "get"),
+    Rule.of(resources.CONFIGMAPS, "get", namespace=KUEUE_NAMESPACE),
+    Rule.of(resources.CONFIGMAPS, "get", namespace=SYSTEM),
+    Rule.of(resources.EVENTS, "create", "patch", namespace=SYSTEM),
+    Rule.of(resources.PODS, "patch", subresource="status", namespace=SYSTEM),
+)
+"""The API verbs Prepare calls with the worker's ServiceAccount (install.rbac renders them)."""
 
 
 class PrepareError(RuntimeError):
