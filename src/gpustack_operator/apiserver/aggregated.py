@@ -33,6 +33,7 @@ from gpustack_operator.apiserver.authz import Authorizer
 from gpustack_operator.apiserver.served import Backends, ServedAPI
 from gpustack_operator.apiserver.webhooks.server import WebhookRoutes, configurations, drifted
 from gpustack_operator.certs import pki
+from gpustack_operator.controllerkit.rbac import SYSTEM, Rule
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.errors import KubeError
 from gpustack_operator.runtime import Supervisor
@@ -46,6 +47,14 @@ CONFIGURATION_KINDS = (resources.MUTATING_WEBHOOKS, resources.VALIDATING_WEBHOOK
 WEBHOOK_RECHECK = 30.0
 """Seconds between checks that our webhook configurations are still as we wrote them."""
 CA_RECHECK = 10.0
+
+RBAC: tuple[Rule, ...] = (
+    Rule.of(resources.APISERVICES, "get", "create", "patch"),  # register, wait Available, re-apply the CA
+    *(Rule.of(kind, "get", "create", "patch") for kind in CONFIGURATION_KINDS),  # register, keep_webhooks
+    # In a cluster the Service's port is read; outside one the ExternalName Service is applied.
+    Rule.of(resources.SERVICES, "get", "create", "patch", namespace=SYSTEM),
+)
+"""Registration of the aggregated API and the webhooks (delegation.BUILT_IN_ROLES: authn and authz)."""
 """Seconds between looks at `<cert-dir>/ca.crt` (a file read; the certificate reloader's pace)."""
 TRUST_RECHECK = 30.0
 """Seconds between reads of the front proxy's trust ConfigMap."""

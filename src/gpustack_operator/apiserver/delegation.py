@@ -11,14 +11,37 @@ from __future__ import annotations
 from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.authn import RequestHeaderConfig, TokenReviewer, User, user_from_token_review
 from gpustack_operator.apiserver.authz import Reviewer
+from gpustack_operator.controllerkit.rbac import BuiltInRole, Rule
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 
-__all__ = ["AUTH_CONFIGMAP", "access_reviewer", "load_request_header_config", "token_reviewer"]
+__all__ = [
+    "AUTH_CONFIGMAP",
+    "BUILT_IN_ROLES",
+    "access_reviewer",
+    "load_request_header_config",
+    "token_reviewer",
+]
 
 AUTH_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
-TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
-ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+TOKEN_REVIEWS = resources.TOKEN_REVIEWS.path()
+ACCESS_REVIEWS = resources.SUBJECT_ACCESS_REVIEWS.path()
+
+BUILT_IN_ROLES: tuple[BuiltInRole, ...] = (
+    BuiltInRole(
+        "ClusterRole",
+        "system:auth-delegator",
+        (Rule.of(resources.TOKEN_REVIEWS, "create"), Rule.of(resources.SUBJECT_ACCESS_REVIEWS, "create")),
+    ),
+    BuiltInRole(
+        "Role",
+        "extension-apiserver-authentication-reader",
+        (Rule.of(resources.CONFIGMAPS, "get", namespace=AUTH_CONFIGMAP[0]),),
+        namespace=AUTH_CONFIGMAP[0],
+    ),
+)
+"""What delegated authentication and authorization call, granted by roles Kubernetes ships (the chart
+binds them to the worker's ServiceAccount)."""
 
 
 async def load_request_header_config(client: Client) -> RequestHeaderConfig:

@@ -23,6 +23,7 @@ from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.openapi import OpenAPI
 from gpustack_operator.apiserver.registry.generic.cachedreads import Informed
 from gpustack_operator.apiserver.table import Column
+from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import Resource as Stored
 
@@ -57,6 +58,8 @@ class Resource:
     """Builds the handlers that serve it."""
     columns: Sequence[Column] = ()
     """The Table columns `kubectl get` prints (the storage renders them)."""
+    rbac: tuple[Rule, ...] = ()
+    """The API verbs the storage calls with the worker's credentials (install.rbac renders them)."""
 
 
 class ServedAPI:
@@ -68,6 +71,11 @@ class ServedAPI:
         if len(set(names)) != len(names) or len(set(kinds)) != len(kinds):
             raise ValueError(f"a resource or kind is served twice: {names}")
         self.resources = tuple(resources)
+
+    @property
+    def rbac(self) -> dict[str, tuple[Rule, ...]]:
+        """Each served resource's storage rules, by served resource name."""
+        return {f"{r.served.api_version} {r.served.plural}": r.rbac for r in self.resources}
 
     @property
     def served(self) -> tuple[ServedResource, ...]:

@@ -114,9 +114,16 @@ class Manager:
 
     def rbac(self) -> tuple[Rule, ...]:
         """The API verbs everything registered needs: controllers, leader election, the event recorder."""
-        parts = ((MANAGER_LEASES, self._elector), (MANAGER_EVENTS, self._recorder))
-        own = [rule for rule, part in parts if part is not None]
-        return aggregate([*own, *(rule for c in self._controllers.values() for rule in c.spec.rules)])
+        return aggregate(rule for rules in self.rbac_parts().values() for rule in rules)
+
+    def rbac_parts(self) -> dict[str, tuple[Rule, ...]]:
+        """`rbac()` by who needs it: "leader election", "event recorder" and each controller by name."""
+        parts = {
+            "leader election": (MANAGER_LEASES, self._elector),
+            "event recorder": (MANAGER_EVENTS, self._recorder),
+        }
+        own = {name: (rule,) for name, (rule, part) in parts.items() if part is not None}
+        return own | {name: c.spec.rules for name, c in self._controllers.items()}
 
     async def run(self) -> None:
         """Run informers, the event recorder and (while leading) the controllers, until cancelled."""

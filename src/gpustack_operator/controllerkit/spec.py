@@ -71,6 +71,7 @@ class ControllerSpec:
 
     @property
     def rules(self) -> tuple[Rule, ...]:
-        """Everything this controller needs: its declared rules plus list/watch of each watched kind."""
-        watched = (Rule.of(w.resource, "list", "watch") for w in self.all_watches)
+        """Everything this controller needs: its declared rules plus list/watch of each watched kind (in
+        the watch's namespace when it has one)."""
+        watched = (Rule.of(w.resource, "list", "watch", namespace=w.namespace) for w in self.all_watches)
         return aggregate((*self.rbac, *watched))

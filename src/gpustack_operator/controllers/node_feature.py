@@ -89,6 +89,6 @@ def controller(deps: Dependencies) -> ControllerSpec:
         reconciler=reconciler,
         primary=for_(NODES),
         watches=(reconciler.features, settings.changes(every(deps.cache, NODES))),
-        rbac=(Rule.of(NODE_FEATURES, "get", "create", "patch"),),
+        rbac=(Rule.of(NODE_FEATURES, "get", "create", "patch", namespace=namespace),),  # ours, applied
         concurrency=PER_NODE_WORKERS,
     )

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpustack_operator.api.types.devices import AcceleratorAllocation, DevicesSpec, DevicesStatus
+from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.device_manager.allocator.annotation import read_allocations
 from gpustack_operator.device_manager.allocator.holdings import Holdings
 from gpustack_operator.device_manager.allocator.pods import age_key, is_active, node_field_selector, pod_key
@@ -33,6 +34,13 @@ from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
 
 log = logging.getLogger(__name__)
+
+RBAC: tuple[Rule, ...] = (
+    Rule.of(resources.DEVICES, "get"),
+    Rule.of(resources.DEVICES, "patch", subresource="status"),
+    Rule.of(resources.PODS, "list"),  # the node's Pods (a field selector on spec.nodeName)
+)
+"""The ledger's API verbs (sync_status)."""
 
 
 @dataclass

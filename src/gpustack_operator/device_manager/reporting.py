@@ -27,6 +27,7 @@ from gpustack_operator.api.keys import (
     OS_LABEL,
 )
 from gpustack_operator.api.types.devices import DevicesGroup
+from gpustack_operator.controllerkit.rbac import SYSTEM, Rule
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.rules.naming.groups import accelerator_key
@@ -34,6 +35,13 @@ from gpustack_operator.rules.naming.labels import TRUE, construct_acceleratable_
 from gpustack_operator.rules.naming.objects import node_feature, node_owner_reference
 
 log = logging.getLogger(__name__)
+
+RBAC: tuple[Rule, ...] = (
+    Rule.of(resources.NODES, "get"),
+    Rule.of(resources.NODE_FEATURES, "get", "create", "patch", namespace=SYSTEM),  # server-side apply
+    Rule.of(resources.DEVICES, "get", "create", "patch"),  # server-side apply
+)
+"""The reporter's API verbs: the node it runs on, its NodeFeature (in the system namespace) and Devices."""
 
 FIELD_MANAGER: Final = "gpustack-device-manager"
 

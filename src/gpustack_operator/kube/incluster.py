@@ -28,6 +28,9 @@ from gpustack_operator.kube import errors, http1
 from gpustack_operator.runtime import Clock, MonotonicClock
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICE_ACCOUNT_DIR_ENV = "GPUSTACK_SERVICE_ACCOUNT_DIR"
+"""Where the token and CA are when not at the Pod mount: a process run as a ServiceAccount outside a Pod
+(the chart's install test runs the worker so, with a TokenRequest token)."""
 TOKEN_REFRESH_S = 60.0
 """Seconds a read token is used before the file is read again (bound tokens rotate; client-go: 1 min)."""
 CONNECTION_LIMIT = 100
@@ -58,7 +61,8 @@ class InClusterConfig:
         """The Pod's view of the API server (default: this process's environment and SERVICE_ACCOUNT_DIR);
         KubeConfigError naming what is missing, as outside a cluster."""
         environ = os.environ if environ is None else environ
-        directory = SERVICE_ACCOUNT_DIR if directory is None else directory
+        if directory is None:
+            directory = Path(environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR)
         host = environ.get("KUBERNETES_SERVICE_HOST", "")
         port = environ.get("KUBERNETES_SERVICE_PORT", "")
         if not host or not port:

@@ -11,18 +11,38 @@ controllers share.
 from __future__ import annotations
 
 from gpustack_operator.api.keys import SETTINGS_SECRET
+from gpustack_operator.apiserver import aggregated, catalog, delegation
 from gpustack_operator.apiserver.aggregated import AggregatedAPI, AggregationOptions
 from gpustack_operator.apiserver.catalog import CATALOG
 from gpustack_operator.apiserver.served import Backends
+from gpustack_operator.apiserver.webhooks import lookup
 from gpustack_operator.apiserver.webhooks.kinds import worker_webhooks
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.apiserver.webhooks.server import ReviewObserver, WebhookRoutes
+from gpustack_operator.controllerkit.rbac import SYSTEM, BuiltInRole, Rule
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.informer import Informer, InformerFactory
 from gpustack_operator.settings.environment import Environment
 
-__all__ = ["aggregated_api"]
+__all__ = ["BUILT_IN_ROLES", "RBAC", "aggregated_api", "rbac_parts"]
+
+RBAC: tuple[Rule, ...] = (
+    Rule.of(resources.INSTANCE_TYPES, "list", "watch"),
+    Rule.of(resources.SECRETS, "list", "watch", namespace=SYSTEM),  # the settings Secret, by name
+)
+"""The informers `_lookups` asks for (shared with the controllers that watch the same)."""
+BUILT_IN_ROLES: tuple[BuiltInRole, ...] = delegation.BUILT_IN_ROLES
+
+
+def rbac_parts() -> dict[str, tuple[Rule, ...]]:
+    """The aggregated API's and the webhooks' API verbs, by the module (or served resource) calling them."""
+    return {
+        __name__: RBAC,
+        aggregated.__name__: aggregated.RBAC,
+        lookup.__name__: lookup.RBAC,
+        **{f"{catalog.__name__} {name}": rules for name, rules in CATALOG.rbac.items()},
+    }
 
 
 def _lookups(client: Client, informers: InformerFactory, environment: Environment) -> Lookups:

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from gpustack_operator.api.crds import custom_resource_definitions
 from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK, NODE_DEVICES_CONTROLLER_NAME
+from gpustack_operator.controllerkit.rbac import SYSTEM, Rule
 from gpustack_operator.kube import definitions, errors, resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.rules.naming.cpuinforule import cpu_info_rule
@@ -46,6 +47,16 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+RBAC: tuple[Rule, ...] = (
+    Rule.of(resources.NAMESPACES, "create"),  # the system namespace
+    Rule.of(resources.CRDS, "get", "create", "patch"),  # kube.definitions: apply, then wait Established
+    Rule.of(resources.SECRETS, "get", "create", "patch", namespace=SYSTEM),  # the settings Secret
+    Rule.of(resources.NODE_FEATURE_RULES, "create", "patch"),  # server-side apply (create when missing)
+    Rule.of(resources.ADMISSION_CHECKS, "create", "patch"),
+    Rule.of(resources.CLUSTER_ROLES, "get"),  # owner_references: the chart's ClusterRole, by name
+)
+"""The API verbs Prepare calls with the worker's ServiceAccount (install.rbac renders them)."""
 
 
 class PrepareError(RuntimeError):

@@ -37,7 +37,7 @@ from gpustack_operator.api.conditions import set_condition
 from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK
 from gpustack_operator.api.types.common import Condition, ConditionStatus
-from gpustack_operator.controllerkit.rbac import Rule
+from gpustack_operator.controllerkit.rbac import SYSTEM, Rule
 from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.events import EventSink
@@ -64,9 +64,16 @@ _INSTALL: Final = {
     "kueue.enabled=true, or Kueue v0.17 yourself with the Configuration in the chart's kueue values)",
 }
 
-RBAC: Final = (Rule.of(resources.ADMISSION_CHECKS, "patch", subresource="status"),)
-"""Verbs this module calls beyond Prepare's (the CRD reads) and the event recorder's; the ConfigMap reads
-are namespaced to where `KueueConfigMap` points (install.rbac)."""
+RBAC: Final = (
+    Rule.of(resources.CRDS, "get"),  # is NFD / Kueue installed
+    # Kueue's ConfigMap where its own manifests put it, or where our chart's Kueue subchart does (the
+    # system namespace): never a cluster-wide read of ConfigMaps.
+    Rule.of(resources.CONFIGMAPS, "get", namespace="kueue-system"),
+    Rule.of(resources.CONFIGMAPS, "get", namespace=SYSTEM),
+    Rule.of(resources.ADMISSION_CHECKS, "patch", subresource="status"),  # the KueueConfigured condition
+    Rule.of(resources.EVENTS, "create", "patch", namespace=SYSTEM),  # about the worker's Pod
+)
+"""The API verbs this module calls with the worker's ServiceAccount (install.rbac renders them)."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,12 @@ from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CATEGORY, KIND_DEVICES, PLURAL_DEVICES, V1, WORKER_GROUP
 from gpustack_operator.api.schema.devices import DEVICES
 from gpustack_operator.apiserver.discovery import ServedResource
-from gpustack_operator.apiserver.registry.generic.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
+from gpustack_operator.apiserver.registry.generic.crdproxy import (
+    STATUS_SUBRESOURCE,
+    VERBS,
+    CRDProxy,
+    proxy_rules,
+)
 from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.table import NAME, Column, age
 from gpustack_operator.conversion.apiversion import WORKER
@@ -122,4 +127,4 @@ def _storage(backends: Backends) -> CRDProxy:
     return proxy(backends.client)
 
 
-RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS, rbac=proxy_rules(STORED))

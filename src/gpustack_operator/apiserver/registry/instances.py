@@ -14,7 +14,12 @@ from gpustack_operator.api.crds import INSTANCE_COLUMNS
 from gpustack_operator.api.keys import CATEGORY, KIND_INSTANCE, PLURAL_INSTANCES, V1, WORKER_GROUP
 from gpustack_operator.api.schema.instance import INSTANCE
 from gpustack_operator.apiserver.discovery import ServedResource
-from gpustack_operator.apiserver.registry.generic.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
+from gpustack_operator.apiserver.registry.generic.crdproxy import (
+    STATUS_SUBRESOURCE,
+    VERBS,
+    CRDProxy,
+    proxy_rules,
+)
 from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.table import NAME, printer_column
 from gpustack_operator.conversion.apiversion import WORKER
@@ -47,4 +52,4 @@ def _storage(backends: Backends) -> CRDProxy:
     return proxy(backends.client)
 
 
-RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS, rbac=proxy_rules(STORED))

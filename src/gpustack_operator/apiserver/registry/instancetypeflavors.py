@@ -52,6 +52,7 @@ from gpustack_operator.apiserver.requestinfo import is_watch
 from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.status import bad_request, method_not_allowed
 from gpustack_operator.apiserver.table import Column
+from gpustack_operator.controllerkit.rbac import SYSTEM, Rule
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.rules.naming.flavors import pool_name
@@ -263,4 +264,8 @@ def _storage(backends: Backends) -> FlavorList:
     return FlavorList(backends.client, backends.namespace)
 
 
-RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)
+RBAC: tuple[Rule, ...] = (
+    Rule.of(resources.RESOURCE_FLAVORS, "list"),
+    Rule.of(resources.SECRETS, "get", namespace=SYSTEM),  # the settings Secret
+)
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS, rbac=RBAC)

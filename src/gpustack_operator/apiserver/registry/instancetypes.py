@@ -14,7 +14,12 @@ from gpustack_operator.api.keys import CATEGORY, KIND_INSTANCE_TYPE, PLURAL_INST
 from gpustack_operator.api.schema.instancetype import INSTANCE_TYPE
 from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.registry.generic.cachedreads import Informed
-from gpustack_operator.apiserver.registry.generic.crdproxy import STATUS_SUBRESOURCE, VERBS, CRDProxy
+from gpustack_operator.apiserver.registry.generic.crdproxy import (
+    STATUS_SUBRESOURCE,
+    VERBS,
+    CRDProxy,
+    proxy_rules,
+)
 from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.table import NAME, Column, age
 from gpustack_operator.conversion.apiversion import WORKER
@@ -95,4 +100,4 @@ def _storage(backends: Backends) -> CRDProxy:
     return proxy(backends.client, backends.cache(STORED))
 
 
-RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS, rbac=proxy_rules(STORED))

@@ -39,6 +39,7 @@ from gpustack_operator.apiserver.status import (
     not_found,
 )
 from gpustack_operator.apiserver.table import Column
+from gpustack_operator.controllerkit.rbac import SYSTEM, Rule
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import MERGE_PATCH, Client
 from gpustack_operator.kube.patches import merge_patch
@@ -221,4 +222,6 @@ def _storage(backends: Backends) -> SettingsAPI:
     return SettingsAPI(backends.client, backends.namespace)
 
 
-RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS)
+RBAC: tuple[Rule, ...] = (Rule.of(resources.SECRETS, "get", "patch", namespace=SYSTEM),)
+"""Settings are the keys of the settings Secret: read it, and merge-patch it for patch and update."""
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS, rbac=RBAC)

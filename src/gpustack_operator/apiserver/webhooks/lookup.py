@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import QUEUE_ENTRANCE_LABEL, SETTINGS_SECRET
 from gpustack_operator.api.names import is_dns_subdomain, is_label_name
+from gpustack_operator.controllerkit.rbac import SYSTEM, Rule
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.store import Store
@@ -26,6 +27,12 @@ from gpustack_operator.settings.setting import Setting
 __all__ = ["Cached", "Lookups"]
 
 log = logging.getLogger(__name__)
+
+RBAC: tuple[Rule, ...] = (
+    Rule.of(resources.INSTANCE_TYPES, "get", "list"),  # before the informers have synced
+    Rule.of(resources.SECRETS, "get", namespace=SYSTEM),  # the settings Secret, likewise
+)
+"""The lookups' own reads (the informers they share are the worker's: worker.aggregation.RBAC)."""
 
 
 class Cached(Protocol):

@@ -11,10 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.device_manager.allocator import pods as p
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.informer import Informer
+
+RBAC: tuple[Rule, ...] = (
+    Rule.of(resources.PODS, "list", "watch", "patch"),  # the node's Pods: informer, reads, allocations
+)
+"""The allocator's API verbs: the Pods of its node, in every namespace."""
 
 
 def pod_informer(client: Client, node: str) -> Informer:

@@ -44,18 +44,42 @@ from gpustack_operator.apiserver.status import (
     unsupported_media_type,
 )
 from gpustack_operator.apiserver.table import Column
+from gpustack_operator.controllerkit.rbac import Rule, Verb
 from gpustack_operator.conversion.apiversion import VersionPair
 from gpustack_operator.kube.client import APPLY_PATCH, MERGE_PATCH, Client
 from gpustack_operator.kube.errors import KubeError
 from gpustack_operator.kube.resources import Resource
 
-__all__ = ["STATUS_SUBRESOURCE", "VERBS", "CRDProxy", "decode_json", "manager_from_user_agent", "patch_type"]
+__all__ = [
+    "STATUS_SUBRESOURCE",
+    "VERBS",
+    "CRDProxy",
+    "decode_json",
+    "manager_from_user_agent",
+    "patch_type",
+    "proxy_rules",
+]
 
 log = logging.getLogger(__name__)
 
-VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+VERBS: tuple[Verb, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 """Every verb a proxied resource serves: what its discovery entry publishes."""
-STATUS_SUBRESOURCE = (("status", ("get", "patch", "update")),)
+STATUS_SUBRESOURCE: tuple[tuple[str, tuple[Verb, ...]], ...] = (("status", ("get", "patch", "update")),)
+
+
+def proxy_rules(
+    stored: Resource,
+    verbs: Sequence[Verb] = VERBS,
+    subresources: Sequence[tuple[str, Sequence[Verb]]] = STATUS_SUBRESOURCE,
+) -> tuple[Rule, ...]:
+    """What proxying the served verbs to the stored resource calls with the worker's credentials (each
+    request was authorized for its user by a SubjectAccessReview first)."""
+    return (
+        Rule.of(stored, *verbs),
+        *(Rule.of(stored, *sub_verbs, subresource=sub) for sub, sub_verbs in subresources),
+    )
+
+
 """The status subresource as a proxied resource serves it (`/status` goes to the CRD's `/status`)."""
 WATCH_SLACK = 60.0
 """Seconds of upstream silence tolerated beyond the watch's own timeout before it counts as dead."""
