@@ -78,13 +78,16 @@ class Worker:
 class Workers:
     """Starts workers in one system namespace of its own (see `worker_pool`)."""
 
-    def __init__(self, sandbox: Sandbox, log_dir: Path) -> None:
-        self.namespace = f"sys-{uuid.uuid4().hex[:8]}"
+    def __init__(self, sandbox: Sandbox, log_dir: Path, namespace: str | None = None) -> None:
+        self.namespace = namespace or f"sys-{uuid.uuid4().hex[:8]}"
         self.started: list[Worker] = []
         self._sandbox = sandbox
         self._log_dir = log_dir
 
-    async def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> Worker:
+    async def start(
+        self, name: str, *args: str, env: dict[str, str] | None = None, in_cluster: bool = False
+    ) -> Worker:
+        """`in_cluster`: no --kubeconfig; `env` then says where the API server and the token are."""
         metrics_port, health_port = free_port(), free_port()
         log = self._log_dir / f"{name}.log"
         environ = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
@@ -93,7 +96,7 @@ class Workers:
             proc = await asyncio.create_subprocess_exec(
                 str(EXECUTABLE),
                 "worker",
-                f"--kubeconfig={self._sandbox.kubeconfig}",
+                *(() if in_cluster else (f"--kubeconfig={self._sandbox.kubeconfig}",)),
                 f"--metrics-bind-address=127.0.0.1:{metrics_port}",
                 f"--health-probe-bind-address=127.0.0.1:{health_port}",
                 # No aggregated API unless a test asks (--secure-port=N): its APIService is cluster-wide,
@@ -179,13 +182,15 @@ class Kubectl:
 
 
 @contextlib.asynccontextmanager
-async def worker_pool(sandbox: Sandbox, kube: Client, log_dir: Path) -> AsyncIterator[Workers]:
+async def worker_pool(
+    sandbox: Sandbox, kube: Client, log_dir: Path, namespace: str | None = None
+) -> AsyncIterator[Workers]:
     """Workers for one test; at the end, kill those still running, print their logs, drop the namespace,
     the webhook configurations and the Settings APIService a worker with `--secure-port` installed: the
     webhooks fail closed, so one left pointing at a stopped worker would refuse every later InstanceType
     and queued Pod in the session, and an unavailable APIService holds up namespace deletion. (The
     `v1.worker.gpustack.ai` APIService is left to the tests, which check it after the worker stops.)"""
-    pool = Workers(sandbox, log_dir)
+    pool = Workers(sandbox, log_dir, namespace)
     try:
         yield pool
     finally:

@@ -190,9 +190,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--owner-cluster-role",
         default=None,
         metavar="NAME",
-        help="ClusterRole that owns the cluster-scoped objects Prepare creates (NodeFeatureRule, "
-        "AdmissionCheck, APIServices, webhook configurations), so deleting it (helm uninstall) "
-        "garbage-collects them; the chart passes its worker ClusterRole (default: none, they stay)",
+        help="ClusterRole that owns the APIServices and webhook configurations Prepare creates, so "
+        "deleting it (helm uninstall) garbage-collects them; the chart passes its worker ClusterRole "
+        "(default: none, they stay)",
     )
     p.add_argument(
         "--kueue-config-map",

@@ -11,10 +11,12 @@ first: without its CRDs the step fails with that instruction. The `gpustack-node
 is server-side applied after that (Kueue's CRDs are installed at run time, so the chart cannot ship it);
 the body carries no finalizers, so Kueue's own stays Kueue's, and the node-devices controllers keep it
 Active. Kueue must be installed first, likewise (worker.prerequisites waits for both and says so). With
-`--owner-cluster-role` (the chart passes its worker ClusterRole), the cluster-scoped objects Prepare creates
-(the NodeFeatureRule, the AdmissionCheck, the APIServices and webhook configurations) carry an
-ownerReference to that ClusterRole, so `helm uninstall`, which deletes the ClusterRole, has the garbage
-collector delete them too instead of leaving an APIService and webhooks that point at nothing. The
+`--owner-cluster-role` (the chart passes its worker ClusterRole), the APIServices and webhook configurations
+carry an ownerReference to that ClusterRole, so `helm uninstall`, which deletes the ClusterRole, has the
+garbage collector delete them too, instead of leaving an APIService that breaks discovery and webhooks that
+fail closed, pointing at nothing. The NodeFeatureRule and the AdmissionCheck are left unowned on purpose:
+the ClusterQueues the worker made (which outlive it, holding Kueue's quota bookkeeping) name the check, and
+Kueue's finalizer would keep a deleted check Terminating while they do; the rule only labels nodes. The
 APIServices of the aggregated API follow the CRDs
 (apiserver.aggregated, wired by worker.aggregation); the spec's other steps (webhook configurations,
 applications) join here, in order.
@@ -23,7 +25,7 @@ applications) join here, in order.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 
 from gpustack_operator.api.crds import custom_resource_definitions
 from gpustack_operator.api.json import JSONObj
@@ -70,7 +72,6 @@ async def prepare(
     *,
     crd_timeout: float,
     install_apiservices: Callable[[], Awaitable[None]] | None = None,
-    owner: Sequence[JSONObj] = (),
 ) -> None:
     """The Prepare phase: system namespace, CRDs (Established), APIServices (when the worker serves the
     aggregated API), settings Secret, NFD's CPU-info rule, the admission check."""
@@ -84,8 +85,8 @@ async def prepare(
     if install_apiservices is not None:
         await install_apiservices()
     await initialize_settings(client, namespace, settings)
-    await install_node_feature_rule(client, owner)
-    await install_admission_check(client, owner)
+    await install_node_feature_rule(client)
+    await install_admission_check(client)
 
 
 async def owner_references(client: Client, cluster_role: str | None) -> list[JSONObj]:
@@ -102,12 +103,6 @@ async def owner_references(client: Client, cluster_role: str | None) -> list[JSO
     ref = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": meta["name"]}
     log.info("Prepare: cluster-scoped objects will be owned by ClusterRole %s", cluster_role)
     return [{**ref, "uid": meta["uid"]}]
-
-
-def _owned(body: JSONObj, owner: Sequence[JSONObj]) -> JSONObj:
-    if owner:
-        body["metadata"]["ownerReferences"] = list(owner)
-    return body
 
 
 async def install_crds(client: Client, *, timeout: float) -> None:
@@ -144,9 +139,9 @@ async def initialize_settings(
     raise PrepareError(f"settings Secret {where} kept changing; gave up after {attempts} attempts")
 
 
-async def install_node_feature_rule(client: Client, owner: Sequence[JSONObj] = ()) -> None:
+async def install_node_feature_rule(client: Client) -> None:
     """Server-side apply the `gpustack-cpu-info` NodeFeatureRule for every known manufacturer's vendor ID."""
-    rule = _owned(cpu_info_rule(m.pci_vendor_id for m in manufacturers().values()), owner)
+    rule = cpu_info_rule(m.pci_vendor_id for m in manufacturers().values())
     try:
         await client.apply(resources.NODE_FEATURE_RULES, rule)
     except errors.NotFound as e:
@@ -157,15 +152,12 @@ async def install_node_feature_rule(client: Client, owner: Sequence[JSONObj] = (
     log.info("Prepare: applied NodeFeatureRule %s", rule["metadata"]["name"])
 
 
-async def install_admission_check(client: Client, owner: Sequence[JSONObj] = ()) -> None:
+async def install_admission_check(client: Client) -> None:
     """Server-side apply the `gpustack-node-devices` AdmissionCheck (no finalizers: those are Kueue's)."""
-    check = _owned(
-        {
-            "metadata": {"name": NODE_DEVICES_ADMISSION_CHECK},
-            "spec": {"controllerName": NODE_DEVICES_CONTROLLER_NAME},
-        },
-        owner,
-    )
+    check = {
+        "metadata": {"name": NODE_DEVICES_ADMISSION_CHECK},
+        "spec": {"controllerName": NODE_DEVICES_CONTROLLER_NAME},
+    }
     try:
         await client.apply(resources.ADMISSION_CHECKS, check)
     except errors.NotFound as e:

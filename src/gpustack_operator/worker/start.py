@@ -63,7 +63,7 @@ class WorkerOptions:
     aggregation: AggregationOptions | None = None
     """The aggregated API server (the command line's default has one); None runs without it."""
     owner_cluster_role: str | None = None
-    """`--owner-cluster-role`: the cluster-scoped objects Prepare creates are owned by (and garbage-collected
+    """`--owner-cluster-role`: the APIServices and webhook configurations are owned by (and garbage-collected
     with) this ClusterRole, the chart's; None leaves them unowned."""
     kueue_config_maps: tuple[KueueConfigMap, ...] = (KueueConfigMap(),)
 
@@ -148,7 +148,6 @@ class _Worker:
             self.settings,
             crd_timeout=self.options.crd_timeout,
             install_apiservices=partial(self.api.register, owner) if self.api is not None else None,
-            owner=owner,
         )
         if self.api is not None:
             try:
