@@ -115,7 +115,7 @@ def test_unknown_minor_falls_back_to_the_index_and_unknown_facts_are_left_out() 
         ("nvidia", {"logicalSliced": {"maxSize": 128, "coresPercentageOvercommit": True}}),
         ("ascend", {"logicalSliced": {"maxSize": 63, "coresPercentageOvercommit": True}}),
         ("cambricon", {"logicalSliced": {"maxSize": 16, "coresPercentageOvercommit": False}}),
-        ("hygon", {"logicalSliced": {"maxSize": 4, "coresPercentageOvercommit": True}}),
+        ("hygon", {"logicalSliced": {"maxSize": 4, "coresPercentageOvercommit": False}}),
         ("mthreads", {"logicalSliced": {"maxSize": 16, "coresPercentageOvercommit": False}}),
         ("metax", {"logicalSliced": {"maxSize": 16, "coresPercentageOvercommit": False}}),
         ("amd", None),

@@ -43,7 +43,9 @@ _DEFAULTS: Final = (
     Manufacturer("amd", "1002", "", "amd.com/gpu", "amd", 0, False),
     Manufacturer("ascend", "19e5", "", "huawei.com/npu", "ascend", 63, True),
     Manufacturer("cambricon", "cabc", "", "cambricon.com/mlu", "cambricon", 16, False),
-    Manufacturer("hygon", "1d94", "", "hygon.com/dcu", "hygon", 4, True),
+    # Hygon partitions compute (each slice's vdev.conf gets a disjoint CU mask): cores-percentage capacity is
+    # cards x 100, as the architecture says; the contract's table, which calls it overcommit, yields to it.
+    Manufacturer("hygon", "1d94", "", "hygon.com/dcu", "hygon", 4, False),
     Manufacturer("iluvatar", "1e3e", "", "iluvatar.com/gpu", "iluvatar", 0, False),
     Manufacturer("metax", "9999", "", "metax-tech.com/gpu", "metax", 16, False),
     Manufacturer("mthreads", "1ed5", "", "mthreads.com/gpu", "mthreads", 16, False),

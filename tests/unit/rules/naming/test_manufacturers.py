@@ -43,7 +43,7 @@ def test_defaults(name: str, vendor: str, resource: str, runtime: str) -> None:
         pytest.param("nvidia", 128, True, id="nvidia-128-overcommit"),
         pytest.param("ascend", 63, True, id="ascend-63-overcommit"),
         pytest.param("cambricon", 16, False, id="cambricon-16-partitioned"),
-        pytest.param("hygon", 4, True, id="hygon-4-overcommit"),
+        pytest.param("hygon", 4, False, id="hygon-4-partitioned"),
         pytest.param("mthreads", 16, False, id="mthreads-16-partitioned"),
         pytest.param("metax", 16, False, id="metax-16-partitioned"),
         pytest.param("amd", 0, False, id="amd-not-logically-sliced"),
