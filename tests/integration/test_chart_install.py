@@ -18,9 +18,12 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK
+from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.install.chart import CHART_DIR
+from gpustack_operator.install.rbac import worker_rbac
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.rules.capacity.kueueconfig import MANAGER_CONFIG_KEY, MANAGER_CONFIG_MAP
@@ -105,6 +108,55 @@ async def test_a_kueue_without_our_transformations_is_said_within_30_seconds(
         restore = {"data": {MANAGER_CONFIG_KEY: original["data"][MANAGER_CONFIG_KEY]}}
         await kube.patch(resources.CONFIGMAPS, MANAGER_CONFIG_MAP, restore, namespace=KUEUE_NAMESPACE)
     await eventually(configured, timeout=30, what=f"{CONDITION}=True again once Kueue's ConfigMap is fixed")
+
+
+_VERBS = {
+    "GET": ("get", "list"),
+    "WATCH": ("watch",),
+    "POST": ("create",),
+    "PUT": ("update",),
+    "PATCH": ("patch",),
+    "DELETE": ("delete", "deletecollection"),
+}
+
+
+def requests_made(metrics_text: str) -> dict[tuple[str, str, str], float]:
+    """(method, resource, code) -> count, from the worker's request counter."""
+    return {
+        (s.labels["method"], s.labels["resource"], s.labels["code"]): s.value
+        for family in text_string_to_metric_families(metrics_text)
+        if family.name == "gpustack_rest_client_requests"
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+
+
+def _label(rule: Rule) -> str:
+    where = "cluster-wide" if rule.namespace is None else f"in {rule.namespace}"
+    return f"{rule.group or 'core'}/{rule.resource} [{' '.join(rule.sorted_verbs)}] {where}"
+
+
+async def test_y_no_request_of_the_worker_was_forbidden_and_each_rule_shows_what_it_served(
+    served: Served,
+) -> None:
+    """Every request the worker made through the scenarios above, under the chart's RBAC alone, was
+    authorised (a 403 would be a verb the code calls that the chart does not grant). The table printed
+    is what each generated rule served: the requests that dropping it would have refused."""
+    made = requests_made(await served.worker.metrics())
+    assert made, "the worker's request counter is empty"
+    forbidden = {key: n for key, n in made.items() if key[2] == "403"}
+    assert not forbidden, f"refused by the chart's RBAC: {forbidden}"
+    rbac = worker_rbac()
+    granted = [*rbac.rules, *(rule for role in rbac.built_in for rule in role.rules)]
+    served_by: dict[str, list[str]] = {}
+    for (method, resource, code), count in sorted(made.items()):
+        rules = [r for r in granted if r.resource == resource and set(_VERBS[method]) & r.verbs]
+        assert rules, f"{method} {resource} ({code}) was made but no generated rule grants it"
+        for rule in rules:
+            served_by.setdefault(_label(rule), []).append(f"{method} {resource} {code} x{count:g}")
+    print("\nWhat each generated rule of the worker served in this module:")
+    for rule in granted:
+        print(f"  {_label(rule)}: {', '.join(served_by.get(_label(rule), [])) or 'not exercised here'}")
 
 
 async def test_z_upgrade_then_uninstall_leaves_only_what_the_readme_says(
