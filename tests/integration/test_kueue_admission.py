@@ -33,17 +33,8 @@ def gpu_pod(name: str, namespace: str, queue: str, gpus: int) -> dict[str, Any]:
     }
 
 
-async def test_pod_is_gated_then_admitted_bound_and_running_and_overflow_stays_gated(
-    kube: Client, kueue_namespace: str
-) -> None:
-    namespace = kueue_namespace
-    suffix = uuid.uuid4().hex[:6]
-    flavor, cq, lq = f"a10-{suffix}", f"cq-{suffix}", "gpus"
-    first = await kube.create(resources.PODS, gpu_pod("first", namespace, lq, 4))
-    assert GATE in [g["name"] for g in first["spec"]["schedulingGates"]], (
-        "Kueue's webhook did not gate the Pod"
-    )
-
+async def queue(kube: Client, namespace: str, flavor: str, cq: str, lq: str, *, quota: str) -> None:
+    """A flavor on node a10-0, a ClusterQueue of `quota` credits on it, and a LocalQueue `lq` to it."""
     await kube.create(
         resources.RESOURCE_FLAVORS,
         {
@@ -65,7 +56,7 @@ async def test_pod_is_gated_then_admitted_bound_and_running_and_overflow_stays_g
                     {
                         "coveredResources": [CREDITS],
                         "flavors": [
-                            {"name": flavor, "resources": [{"name": CREDITS, "nominalQuota": "6400000"}]}
+                            {"name": flavor, "resources": [{"name": CREDITS, "nominalQuota": quota}]}
                         ],
                     }
                 ],
@@ -81,6 +72,20 @@ async def test_pod_is_gated_then_admitted_bound_and_running_and_overflow_stays_g
             "spec": {"clusterQueue": cq},
         },
     )
+
+
+async def test_pod_is_gated_then_admitted_bound_and_running_and_overflow_stays_gated(
+    kube: Client, kueue_namespace: str
+) -> None:
+    namespace = kueue_namespace
+    suffix = uuid.uuid4().hex[:6]
+    flavor, cq, lq = f"a10-{suffix}", f"cq-{suffix}", "gpus"
+    first = await kube.create(resources.PODS, gpu_pod("first", namespace, lq, 4))
+    assert GATE in [g["name"] for g in first["spec"]["schedulingGates"]], (
+        "Kueue's webhook did not gate the Pod"
+    )
+
+    await queue(kube, namespace, flavor, cq, lq, quota="6400000")
 
     async def running() -> dict[str, Any] | None:
         pod = await kube.get(resources.PODS, "first", namespace)
@@ -107,6 +112,47 @@ async def test_pod_is_gated_then_admitted_bound_and_running_and_overflow_stays_g
     assert not second["spec"].get("nodeName")
 
     for name in ("first", "second"):
+        await kube.delete(resources.PODS, name, namespace)
+    await kube.delete(resources.LOCAL_QUEUES, lq, namespace)
+    await kube.delete(resources.CLUSTER_QUEUES, cq)
+    await kube.delete(resources.RESOURCE_FLAVORS, flavor)
+
+
+def sliced_pod(name: str, namespace: str, queue: str, resources_: dict[str, str]) -> dict[str, Any]:
+    pod = gpu_pod(name, namespace, queue, 0)
+    pod["spec"]["containers"][0]["resources"] = {"limits": resources_}
+    return pod
+
+
+async def test_two_slices_are_charged_twice_the_units_of_one(kube: Client, kueue_namespace: str) -> None:
+    """The units transformation is multiplied by the `.sliced` card count (multiplyBy): a container asking
+    two slices of 300,000 units is charged 600,000 credits, as the admission check counts it; one without
+    `.sliced` is charged once. (Before multiplyBy, Kueue charged both 300,000.)"""
+    namespace = kueue_namespace
+    suffix = uuid.uuid4().hex[:6]
+    flavor, cq, lq = f"a10-sliced-{suffix}", f"cq-sliced-{suffix}", "slices"
+    await queue(kube, namespace, flavor, cq, lq, quota="6400000")
+    asks = {
+        "two": {"nvidia.com/gpu.sliced": "2", "nvidia.com/gpu.sliced.units": "300000"},
+        "bare": {"nvidia.com/gpu.sliced.units": "300000"},
+    }
+    for name, ask in asks.items():
+        await kube.create(resources.PODS, sliced_pod(name, namespace, lq, ask))
+
+    async def charged() -> dict[str, str] | None:
+        found = {}
+        for wl in await kube.list(resources.WORKLOADS, namespace):
+            owners = [o["name"] for o in wl["metadata"].get("ownerReferences", [])]
+            admission = (wl.get("status") or {}).get("admission") or {}
+            for assignment in admission.get("podSetAssignments") or ():
+                for owner in owners:
+                    found[owner] = assignment["resourceUsage"].get(CREDITS)
+        return found if set(found) >= set(asks) else None
+
+    usage = await eventually(charged, timeout=60, what="both Pods' Workloads admitted")
+    assert usage["two"] == "600k", usage
+    assert usage["bare"] == "300k", usage
+    for name in asks:
         await kube.delete(resources.PODS, name, namespace)
     await kube.delete(resources.LOCAL_QUEUES, lq, namespace)
     await kube.delete(resources.CLUSTER_QUEUES, cq)
