@@ -23,10 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpustack_operator.api.keys import NODE_DEVICES_ADMISSION_CHECK
 from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.install.chart import CHART_DIR
+from gpustack_operator.install.kueue import kueue_configuration
 from gpustack_operator.install.rbac import worker_rbac
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.rules.capacity.kueueconfig import MANAGER_CONFIG_KEY, MANAGER_CONFIG_MAP
+from gpustack_operator.sandbox.build import K8S_VERSION
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.worker.prerequisites import CONDITION
 from tests.helpers import eventually
@@ -53,6 +55,30 @@ async def served(
     # test_z uninstalls; when it did not run (or failed first), do it here so no chart object stays
     if await kube.get_or_none(resources.CLUSTER_ROLES, WORKER) is not None:
         await helm(sandbox, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
+
+
+async def test_helm_hands_the_kueue_subchart_exactly_the_configuration_the_sandbox_runs(
+    sandbox: Sandbox,
+) -> None:
+    """Rendered with the subchart on, Kueue's ConfigMap holds install.kueue's Configuration (the one the
+    sandbox's Kueue runs, but for where it listens) plus only what Kueue's chart adds itself."""
+    rendered = await helm(
+        sandbox, "template", RELEASE, CHART_DIR, "--namespace", NAMESPACE, f"--kube-version={K8S_VERSION}"
+    )
+    maps = [
+        doc
+        for doc in yaml.safe_load_all(rendered)
+        if doc and doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == MANAGER_CONFIG_MAP
+    ]
+    assert len(maps) == 1, [m["metadata"] for m in maps]
+    config = yaml.safe_load(maps[0]["data"][MANAGER_CONFIG_KEY])
+    added = config.pop("internalCertManagement")
+    assert added == {
+        "enable": True,
+        "webhookServiceName": "kueue-webhook-service",
+        "webhookSecretName": "kueue-webhook-server-cert",
+    }
+    assert config == kueue_configuration()
 
 
 def _owners(obj: dict[str, object] | None) -> list[str]:
