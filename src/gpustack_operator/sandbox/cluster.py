@@ -109,9 +109,13 @@ class Sandbox:
         bin_dir: Path | None = None,
         progress: Callable[[str], None] = print,
         kueue_tuning: Tuning = RELEASE_TUNING,
+        api_only: bool = False,
     ) -> None:
-        """`kueue_tuning`: Kueue's client rate and workers (its release manifests' by default)."""
+        """`kueue_tuning`: Kueue's client rate and workers (its release manifests' by default). `api_only`:
+        etcd and kube-apiserver alone, no CRD, node or controller: a cluster without Kueue or NFD, as an
+        admin may point the worker at, or a second cluster beside the first."""
         self.run_dir = run_dir.resolve()
+        self.api_only = api_only
         self.kueue_tuning = kueue_tuning
         self.inventory_file = inventory_file
         self.bin_dir = bin_dir
@@ -221,6 +225,8 @@ class Sandbox:
             probes["kube-apiserver"],
         )
         write_kubeconfig(self.kubeconfig, f"https://127.0.0.1:{ports.apiserver}", self.certs)
+        if self.api_only:
+            return
         (self.run_dir / "kwok.yaml").write_text(kwok.configuration(kwok_mod))
         client = await connect(self.kubeconfig)
         try:
