@@ -76,26 +76,41 @@ async def install(sandbox: Sandbox, port: int) -> str:
     )
 
 
-async def _mount(kube: Client, sandbox: Sandbox, directory: Path) -> tuple[Path, Path]:
-    """The ServiceAccount mount (token, ca.crt) and the cert dir (the chart's serving Secret), as files."""
+async def pod_environment(kube: Client, sandbox: Sandbox, directory: Path, account: str) -> dict[str, str]:
+    """What a Pod of ServiceAccount `account` has: the mounted token and CA (here in `directory`, named by
+    GPUSTACK_SERVICE_ACCOUNT_DIR) and KUBERNETES_SERVICE_HOST/PORT."""
     answer = await kube.request(
         "POST",
-        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{WORKER}/token",
+        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{account}/token",
         body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
     )
-    account, certs = directory / "serviceaccount", directory / "certs"
+
+    def write() -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "token").write_text(answer["status"]["token"])
+        (directory / "ca.crt").write_bytes(sandbox.certs.ca_crt.read_bytes())
+
+    await asyncio.to_thread(write)
+    server, api_port = kube.host.removeprefix("https://").rsplit(":", 1)
+    return {
+        "KUBERNETES_SERVICE_HOST": server,
+        "KUBERNETES_SERVICE_PORT": api_port,
+        "GPUSTACK_SERVICE_ACCOUNT_DIR": str(directory),
+        "KUBERNETES_POD_NAMESPACE": NAMESPACE,
+    }
+
+
+async def _serving_certs(kube: Client, directory: Path) -> Path:
+    """The chart's serving Secret as the files its volume mount shows."""
     secret = await kube.get(resources.SECRETS, f"{WORKER}-cert", NAMESPACE)
 
     def write() -> None:
-        account.mkdir(parents=True, exist_ok=True)
-        (account / "token").write_text(answer["status"]["token"])
-        (account / "ca.crt").write_bytes(sandbox.certs.ca_crt.read_bytes())
-        certs.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
         for key, value in secret["data"].items():
-            (certs / key).write_bytes(base64.b64decode(value))
+            (directory / key).write_bytes(base64.b64decode(value))
 
     await asyncio.to_thread(write)
-    return account, certs
+    return directory
 
 
 @contextlib.asynccontextmanager
@@ -104,14 +119,9 @@ async def installed_worker(sandbox: Sandbox, kube: Client, log_dir: Path, name: 
     ready (its APIService Available). At the end the worker is stopped and its namespace removed."""
     port = free_port()
     await install(sandbox, port)
-    account, certs = await _mount(kube, sandbox, log_dir / "pod")
-    server, api_port = kube.host.removeprefix("https://").rsplit(":", 1)
-    env = {
-        "KUBERNETES_SERVICE_HOST": server,
-        "KUBERNETES_SERVICE_PORT": api_port,
-        "GPUSTACK_SERVICE_ACCOUNT_DIR": str(account),
-        "KUBERNETES_SERVICE_NAME": WORKER,
-    }
+    env = await pod_environment(kube, sandbox, log_dir / "serviceaccount", WORKER)
+    env["KUBERNETES_SERVICE_NAME"] = WORKER
+    certs = await _serving_certs(kube, log_dir / "certs")
     async with worker_pool(sandbox, kube, log_dir, NAMESPACE) as pool:
         worker = await pool.start(
             name,

@@ -12,8 +12,11 @@ before the other modules that start workers; it puts back what it removes.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -27,19 +30,34 @@ from gpustack_operator.install.kueue import kueue_configuration
 from gpustack_operator.install.rbac import worker_rbac
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.resources import NODE_FEATURES
 from gpustack_operator.rules.capacity.kueueconfig import MANAGER_CONFIG_KEY, MANAGER_CONFIG_MAP
 from gpustack_operator.sandbox.build import K8S_VERSION
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.worker.prerequisites import CONDITION
 from tests.helpers import eventually
-from tests.integration.chart_support import NAMESPACE, RELEASE, WORKER, helm, installed_worker, value_args
+from tests.integration.chart_support import (
+    NAMESPACE,
+    RELEASE,
+    WORKER,
+    helm,
+    installed_worker,
+    pod_environment,
+    value_args,
+)
 from tests.integration.test_admission_check import h100_in_service
 from tests.integration.test_worker_instances import (  # noqa: F401 (collected here, run on this `served`)
     space,
     test_1_a_two_card_instance_runs_in_its_queue_and_shows_its_cards,
     test_2_a_sliced_instance_runs_on_a_slice_the_ledger_shows,
 )
-from tests.integration.worker_support import APISERVICE, SETTINGS_APISERVICE, WEBHOOK_CONFIGURATIONS, Served
+from tests.integration.worker_support import (
+    APISERVICE,
+    EXECUTABLE,
+    SETTINGS_APISERVICE,
+    WEBHOOK_CONFIGURATIONS,
+    Served,
+)
 
 KUEUE_NAMESPACE = "kueue-system"
 NETWORK_POLICIES = resources.Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True)
@@ -160,6 +178,37 @@ def requests_made(metrics_text: str) -> dict[tuple[str, str, str], float]:
 def _label(rule: Rule) -> str:
     where = "cluster-wide" if rule.namespace is None else f"in {rule.namespace}"
     return f"{rule.group or 'core'}/{rule.resource} [{' '.join(rule.sorted_verbs)}] {where}"
+
+
+async def test_x_a_device_manager_under_the_chart_s_account_reports_its_node(
+    sandbox: Sandbox, kube: Client, served: Served, tmp_path: Path
+) -> None:
+    """The device manager's reporting (its node, NodeFeature and Devices, the ledger rebuilt from the Pods)
+    under the chart's device-manager ServiceAccount, on the in-cluster transport: one reading of the
+    sandbox's simulated h100-0 (the node's running device manager reports the same)."""
+    env = await pod_environment(kube, sandbox, tmp_path / "serviceaccount", f"{RELEASE}-device-manager")
+    proc = await asyncio.create_subprocess_exec(
+        str(EXECUTABLE),
+        "device-manager",
+        "monitor",
+        "--backend=simulated",
+        f"--inventory={sandbox.inventory_file}",
+        "--node-name=h100-0",
+        "--count=1",
+        "--period=1",
+        "--report",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**{k: v for k, v in os.environ.items() if k != "KUBECONFIG"}, **env},
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "Forbidden" not in text, text
+    features = await kube.list(NODE_FEATURES, NAMESPACE)
+    assert [f["metadata"]["name"] for f in features], "no NodeFeature reported in the release namespace"
+    for feature in features:  # the node's own device manager reports in gpustack-system; one is enough
+        await kube.delete(NODE_FEATURES, feature["metadata"]["name"], NAMESPACE)
 
 
 async def test_y_no_request_of_the_worker_was_forbidden_and_each_rule_shows_what_it_served(
