@@ -18,7 +18,6 @@ DEFAULTS = {
     "instance-access-static-address": "",
     "instance-access-wildcard-dns": "",
     "instance-privileged-allowed": "false",
-    "instance-host-path-volume-allowed": "false",
     "node-management-manual": "false",
     "instance-type-mixed-on-node": "true",
     "instance-type-derived-from-node": "true",

@@ -25,9 +25,12 @@ CATEGORIES = ("gpustack",)
 Column = dict[str, Any]
 
 
-def column(name: str, json_path: str, description: str, *, kind: str = "string") -> Column:
-    """One ``additionalPrinterColumns`` entry."""
-    return {"name": name, "type": kind, "description": description, "jsonPath": json_path}
+def column(name: str, json_path: str, description: str, *, kind: str = "string", priority: int = 0) -> Column:
+    """One ``additionalPrinterColumns`` entry (``priority`` 1: shown by ``-o wide`` only)."""
+    entry: Column = {"name": name, "type": kind, "description": description, "jsonPath": json_path}
+    if priority:
+        entry["priority"] = priority
+    return entry
 
 
 AGE = column("Age", ".metadata.creationTimestamp", "Time since creation.", kind="date")
@@ -43,6 +46,19 @@ INSTANCE_COLUMNS: tuple[Column, ...] = (
     column("Node", ".status.nodeName", "The node its Pod runs on."),
     column("Stop", ".spec.stop", "Whether the instance is asked to stop.", kind="boolean"),
     AGE,
+    column(
+        "Address",
+        ".status.accessAddresses[0]",
+        "Where to reach the instance (the instance-access-* settings, else its node's address).",
+        priority=1,
+    ),
+    column(
+        "SSH-Port",
+        '.status.ports[?(@.name=="ssh")].nodePort',
+        "The node port of its SSH server (with spec.sshPublicKey), at Address.",
+        kind="integer",
+        priority=1,
+    ),
 )
 INSTANCE_TYPE_COLUMNS: tuple[Column, ...] = (
     column("Entrance", ".status.entrance", "LocalQueue name to submit to (kueue.x-k8s.io/queue-name)."),

@@ -9,6 +9,7 @@ and continue token are copied, because `kubectl get -w` and paging read them fro
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,18 +86,62 @@ NAME = Column(
 """The first column of every kind, as kube's own Tables start."""
 
 
+_STEP = re.compile(
+    r"""\.(?P<key>[A-Za-z0-9_-]+)|\[(?P<index>\d+)\]|(?P<all>\[\*\])"""
+    r"""|\[\?\(@\.(?P<field>[A-Za-z0-9_-]+)==(?P<quote>["'])(?P<value>.*?)(?P=quote)\)\]"""
+)
+
+
+def _steps(json_path: str) -> list[re.Match[str]]:
+    """The steps of a CRD column's JSONPath: ``.key``, ``[n]``, ``[*]`` and ``[?(@.key=="value")]``."""
+    steps, at = [], 0
+    while at < len(json_path):
+        step = _STEP.match(json_path, at)
+        if step is None:
+            raise ValueError(f"unsupported printer column JSONPath {json_path!r} at {at}")
+        steps.append(step)
+        at = step.end()
+    return steps
+
+
+def _follow(obj: Any, steps: Sequence[re.Match[str]]) -> list[Any]:
+    """Every value the steps reach (kube's CRD table shows the first)."""
+    values = [obj]
+    for step in steps:
+        reached: list[Any] = []
+        for value in values:
+            if step["key"] is not None:
+                if isinstance(value, dict) and step["key"] in value:
+                    reached.append(value[step["key"]])
+            elif isinstance(value, list):
+                if step["index"] is not None:
+                    reached.extend(value[int(step["index"]) : int(step["index"]) + 1])
+                elif step["all"] is not None:
+                    reached.extend(value)
+                else:
+                    reached.extend(
+                        item
+                        for item in value
+                        if isinstance(item, dict) and str(item.get(step["field"])) == step["value"]
+                    )
+        values = reached
+    return values
+
+
 def printer_column(spec: JSONObj) -> Column:
-    """A Column from a CRD `additionalPrinterColumns` entry (a dotted `.a.b` jsonPath), so the v1 Table of a
-    kind shows what `kubectl get` shows for its CRD: a missing field is `<none>`, a date is an age."""
-    keys = [k for k in str(spec["jsonPath"]).split(".") if k]
+    """A Column from a CRD `additionalPrinterColumns` entry, so the v1 Table of a kind shows what
+    `kubectl get` shows for its CRD: a missing field is `<none>`, a date is an age, and of several values
+    (a `[*]` or a filter) the first, as kube-apiserver's CRD table convertor shows."""
+    json_path = str(spec["jsonPath"])
+    steps = _steps(json_path)
     kind = str(spec.get("type", "string"))
 
     def cell(obj: JSONObj) -> Any:
-        value: Any = obj
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
+        found = _follow(obj, steps)
+        value = found[0] if found else None
         if kind == "date":
-            return age(obj) if keys == ["metadata", "creationTimestamp"] else str(value or "<unknown>")
+            created = json_path == ".metadata.creationTimestamp"
+            return age(obj) if created else str(value or "<unknown>")
         if value is None:
             return "<none>"
         return str(value).lower() if isinstance(value, bool) else value

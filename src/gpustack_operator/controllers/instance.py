@@ -7,6 +7,13 @@ webhook defaulted, the Pod webhook folds a slice into units), creates it while t
 deletes it on `spec.stop`, and writes the Instance's status from the Pod (phase, node, addresses, ports,
 the cards of the device manager's allocation annotation).
 
+Reaching it: a Pod that exposes ports (main's `spec.ports`, the SSH sidecar's 22) gets a NodePort Service
+of its name, controlled by the Pod (rules.instance.service), whose node ports fill `status.ports`; the
+access address comes from the `instance-access-*` settings or the node (rules.instance.access). A
+settings change re-reads every Instance, so a new static address or wildcard DNS shows at once; the
+image settings (`container-registry`, `container-namespace`, `image-pull-secrets`, `image-pull-policy`)
+apply to Pods created from then on, as a running Pod's spec cannot change.
+
 Stopping is also decided here (architecture "Running-instance stop"): an Instance whose queue is
 HoldAndDrain (a drained pool, a teardown evicting its workloads) or whose InstanceType is being deleted or
 gone gets `spec.stop=true` and a Warning Event saying why, rather than a Pod no queue will ever admit; an
@@ -32,7 +39,7 @@ from gpustack_operator.controllerkit.problems import ProblemReporter
 from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.controllerkit.reconciler import DONE, Result
 from gpustack_operator.controllerkit.spec import ControllerSpec, Index
-from gpustack_operator.controllerkit.watches import Watch, for_, mapped, owner_keys
+from gpustack_operator.controllerkit.watches import Watch, for_, mapped, owner_keys, reads
 from gpustack_operator.controllers.dependencies import Dependencies
 from gpustack_operator.controllers.pools import deleting
 from gpustack_operator.controllers.settingsview import SettingsView
@@ -43,11 +50,15 @@ from gpustack_operator.kube.resources import (
     CLUSTER_QUEUES,
     INSTANCE_TYPES,
     INSTANCES,
+    NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
+    RUNTIME_CLASSES,
     SECRETS,
+    SERVICES,
     Resource,
 )
+from gpustack_operator.rules.instance.access import pull_secret_names
 from gpustack_operator.rules.instance.pod import (
     PodSettings,
     RenderError,
@@ -55,7 +66,15 @@ from gpustack_operator.rules.instance.pod import (
     render_pod,
     required_objects,
 )
+from gpustack_operator.rules.instance.service import render_service, serves_pod
+from gpustack_operator.rules.instance.status import Access
 from gpustack_operator.settings.catalog import (
+    CONTAINER_NAMESPACE,
+    CONTAINER_REGISTRY,
+    IMAGE_PULL_POLICY,
+    IMAGE_PULL_SECRETS,
+    INSTANCE_ACCESS_STATIC_ADDRESS,
+    INSTANCE_ACCESS_WILDCARD_DNS,
     INSTANCE_GENERAL_RESOURCES_OVERCOMMIT,
     INSTANCE_SSH_SERVER_IMAGE,
 )
@@ -77,6 +96,14 @@ POD_WATCH: Final = Watch(
     PODS, owner_keys(INSTANCES), label_selector=f"{RESOURCE_TYPE_LABEL}={RESOURCE_TYPE_INSTANCES}"
 )
 """The Instances' Pods only (their ownership label), each enqueueing its Instance."""
+SERVICE_WATCH: Final = Watch(
+    SERVICES, owner_keys(PODS), label_selector=f"{RESOURCE_TYPE_LABEL}={RESOURCE_TYPE_INSTANCES}"
+)
+"""The Instances' Services, each enqueueing its Instance (its controlling Pod has the Instance's name)."""
+NODE_READS: Final = reads(NODES)
+"""The node a Pod runs on, for its address (shares the workers' one Node informer)."""
+RUNTIME_CLASS_READS: Final = reads(RUNTIME_CLASSES)
+"""Which RuntimeClasses exist (a manufacturer's is set on a Pod only when it does)."""
 _KINDS: Final[dict[str, Resource]] = {"PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIMS, "Secret": SECRETS}
 
 
@@ -130,11 +157,46 @@ class InstanceReconciler:
                 return await self._stop(instance, why)
             if pod is None:
                 return await self._start(instance, instance_type)
-        elif pod is not None and not deleting(pod):
+            service = None if deleting(pod) else await self._expose(pod, key)
+            await self._write_status(instance, pod_status(pod, instance, self._access(pod, service)))
+            return DONE
+        if pod is not None and not deleting(pod):
             await self.client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
             log.info("instance=%s stopped: deleted its Pod", key)
         await self._write_status(instance, pod_status(pod, instance))
         return DONE
+
+    async def _expose(self, pod: JSONObj, key: str) -> JSONObj | None:
+        """The NodePort Service of the Pod's ports: the cached one, or one created now (None while a
+        predecessor's is going away or the Pod exposes nothing)."""
+        service = self.cache.get(SERVICE_WATCH, key)
+        if service is not None:
+            if serves_pod(service, pod):
+                return service
+            if not deleting(service):  # left by a former Pod the garbage collector has not caught up with
+                meta = service["metadata"]
+                await self.client.delete(SERVICES, meta["name"], meta["namespace"])
+            return None
+        wanted = render_service(pod)
+        if wanted is None:
+            return None
+        try:
+            created = await self.client.create(
+                SERVICES, wanted, pod["metadata"]["namespace"], field_manager=FIELD_MANAGER
+            )
+        except errors.AlreadyExists:
+            return None  # the cache has not seen it yet; its event re-enqueues the Instance
+        log.info("instance=%s exposed its Pod's ports on Service %s", key, created["metadata"]["name"])
+        return created
+
+    def _access(self, pod: JSONObj, service: JSONObj | None) -> Access:
+        node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+        return Access(
+            service=service,
+            node=self.cache.get(NODE_READS, node_name) if node_name else None,
+            static_address=self.settings.text(INSTANCE_ACCESS_STATIC_ADDRESS),
+            wildcard_dns=self.settings.text(INSTANCE_ACCESS_WILDCARD_DNS),
+        )
 
     async def _stop(self, instance: JSONObj, why: str) -> Result:
         meta = instance["metadata"]
@@ -162,6 +224,13 @@ class InstanceReconciler:
         settings = PodSettings(
             overcommit=self.settings.flag(INSTANCE_GENERAL_RESOURCES_OVERCOMMIT),
             ssh_server_image=self.settings.text(INSTANCE_SSH_SERVER_IMAGE),
+            container_registry=self.settings.text(CONTAINER_REGISTRY),
+            container_namespace=self.settings.text(CONTAINER_NAMESPACE),
+            image_pull_secrets=pull_secret_names(self.settings.text(IMAGE_PULL_SECRETS)),
+            image_pull_policy=self.settings.text(IMAGE_PULL_POLICY),
+            runtime_classes=frozenset(
+                str(obj["metadata"]["name"]) for obj in self.cache.list(RUNTIME_CLASS_READS)
+            ),
         )
         try:
             pod = render_pod(instance, instance_type, settings)
@@ -219,6 +288,13 @@ def _deletion_signal(old: JSONObj | None, new: JSONObj | None) -> bool:
     return old is None or new is None or deleting(old) != deleting(new)
 
 
+def _every_instance(cache: Cache) -> Any:
+    def keys(_: JSONObj) -> list[str]:
+        return sorted(f"{i['metadata']['namespace']}/{i['metadata']['name']}" for i in cache.list(INSTANCES))
+
+    return keys
+
+
 def controller(deps: Dependencies) -> ControllerSpec:
     instances_of_type = _instances_of_type(deps.cache)
     return ControllerSpec(
@@ -227,9 +303,12 @@ def controller(deps: Dependencies) -> ControllerSpec:
         primary=for_(INSTANCES),
         watches=(
             POD_WATCH,
+            SERVICE_WATCH,
+            NODE_READS,
+            RUNTIME_CLASS_READS,
             mapped(CLUSTER_QUEUES, instances_of_type, _stop_policy_changed),
             mapped(INSTANCE_TYPES, instances_of_type, _deletion_signal),
-            deps.settings.watch,
+            deps.settings.changes(_every_instance(deps.cache)),
         ),
         indexes=(INSTANCES_BY_TYPE,),
         concurrency=4,
@@ -237,6 +316,7 @@ def controller(deps: Dependencies) -> ControllerSpec:
             Rule.of(INSTANCES, "patch"),
             Rule.of(INSTANCES, "patch", subresource="status"),
             Rule.of(PODS, "create", "delete"),
+            Rule.of(SERVICES, "create", "delete"),
             Rule.of(PERSISTENT_VOLUME_CLAIMS, "get"),
             Rule.of(SECRETS, "get"),
         ),

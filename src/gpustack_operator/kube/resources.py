@@ -50,6 +50,7 @@ PERSISTENT_VOLUME_CLAIMS = Resource(
     "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True
 )
 SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
+RUNTIME_CLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False)
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
 )
@@ -106,6 +107,7 @@ CORE_AND_EXTENSIONS: tuple[Resource, ...] = (
     SECRETS,
     CONFIGMAPS,
     SERVICEACCOUNTS,
+    RUNTIME_CLASSES,
     CRDS,
     APISERVICES,
     MUTATING_WEBHOOKS,

@@ -3,6 +3,11 @@
 Why this module exists: this is the list an admin sees as ``kubectl get settings`` and the keys the
 gpustack-settings Secret is backfilled with. Names, defaults and blank rules match the original operator so
 a Secret written by it reads the same here.
+
+Left out: ``instance-host-path-volume-allowed``. It gates hostPath mounts in an Instance's
+``spec.additionalVolumes``, an Era C field this operator's (Era B) Instance does not have: no Instance can
+ask for a hostPath, so the setting would gate nothing. A key of that name in the Secret (written by the
+original) is ignored. It comes back with ``additionalVolumes``.
 """
 
 from __future__ import annotations
@@ -66,11 +71,6 @@ INSTANCE_ACCESS_WILDCARD_DNS = Setting(
 INSTANCE_PRIVILEGED_ALLOWED = _flag(
     "instance-privileged-allowed", "Indicates to allow Instances to request privileged mode.", default=False
 )
-INSTANCE_HOST_PATH_VOLUME_ALLOWED = _flag(
-    "instance-host-path-volume-allowed",
-    "Indicates to allow Instances to mount hostPath volumes.",
-    default=False,
-)
 NODE_MANAGEMENT_MANUAL = _flag(
     "node-management-manual",
     "Indicates to skip auto-managing nodes: when true an administrator labels them gpustack.ai/managed.",
@@ -110,7 +110,6 @@ SETTINGS: Mapping[str, Setting] = {
         INSTANCE_ACCESS_STATIC_ADDRESS,
         INSTANCE_ACCESS_WILDCARD_DNS,
         INSTANCE_PRIVILEGED_ALLOWED,
-        INSTANCE_HOST_PATH_VOLUME_ALLOWED,
         NODE_MANAGEMENT_MANUAL,
         INSTANCE_TYPE_MIXED_ON_NODE,
         INSTANCE_TYPE_DERIVED_FROM_NODE,

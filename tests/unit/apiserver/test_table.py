@@ -125,5 +125,24 @@ def test_printer_columns_of_a_crd_read_as_kubectl_shows_them_for_the_crd() -> No
     columns = [printer_column(c) for c in INSTANCE_COLUMNS]
     created = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
     obj = {"metadata": {"creationTimestamp": created}, "spec": {"type": "h100", "stop": True}}
-    assert [c.cell(obj) for c in columns] == ["h100", "<none>", "<none>", "true", "5m"]
-    assert [c.type for c in columns] == ["string", "string", "string", "boolean", "date"]
+    assert [c.cell(obj) for c in columns] == ["h100", "<none>", "<none>", "true", "5m", "<none>", "<none>"]
+    assert [c.type for c in columns] == ["string", "string", "string", "boolean", "date", "string", "integer"]
+    assert [c.priority for c in columns] == [0, 0, 0, 0, 0, 1, 1]
+
+
+def test_wide_instance_columns_say_where_to_connect() -> None:
+    """`-o wide` adds the access address and the SSH node port (a filtered JSONPath, first match)."""
+    columns = {c.name: c for c in (printer_column(c) for c in INSTANCE_COLUMNS)}
+    status = {
+        "accessAddresses": ["10-0-0-7.traefik.me", "other"],
+        "ports": [{"name": "jupyter", "nodePort": 31888}, {"name": "ssh", "nodePort": 30022}],
+    }
+    obj = {"metadata": {}, "spec": {}, "status": status}
+    assert columns["Address"].cell(obj) == "10-0-0-7.traefik.me"
+    assert columns["SSH-Port"].cell(obj) == 30022
+    assert columns["SSH-Port"].cell({"status": {"ports": [{"name": "jupyter", "nodePort": 1}]}}) == "<none>"
+
+
+def test_an_unsupported_printer_column_path_is_refused_when_the_column_is_built() -> None:
+    with pytest.raises(ValueError, match="unsupported"):
+        printer_column({"name": "X", "jsonPath": ".status.ports[1:2]"})

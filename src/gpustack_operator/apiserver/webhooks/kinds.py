@@ -25,6 +25,7 @@ from gpustack_operator.rules.instance import spec as instance
 from gpustack_operator.rules.instancetype import spec as instancetype
 from gpustack_operator.settings.catalog import (
     INSTANCE_GENERAL_RESOURCES_OVERCOMMIT,
+    INSTANCE_PRIVILEGED_ALLOWED,
     INSTANCE_TYPE_AWARE_CPU_MANUFACTURER,
 )
 
@@ -67,7 +68,8 @@ class InstanceTypeHooks:
 
 class InstanceHooks:
     """§4.3 defaults (resources folded from the type's units) and checks (type, volume, caps; what may
-    change while running; start only from Stopped)."""
+    change while running; start only from Stopped), and the Era C settings gate: privileged mode only
+    where ``instance-privileged-allowed`` is true (the refusal names the setting)."""
 
     def __init__(self, lookups: Lookups, system_namespace: str) -> None:
         self.lookups = lookups
@@ -98,6 +100,9 @@ class InstanceHooks:
             errors = instance.validate_update(old, obj, instance_type)
         else:
             errors = instance.validate_create(obj, instance_type, system_namespace=self.system_namespace)
+        if _spec(obj).get("privileged") is True:  # the setting is read only when it can matter
+            allowed = await self.lookups.flag(INSTANCE_PRIVILEGED_ALLOWED)
+            errors = [*errors, *instance.validate_privileges(old, obj, privileged_allowed=allowed)]
         return _verdict(resources.INSTANCES, review, errors)
 
 

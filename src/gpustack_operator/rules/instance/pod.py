@@ -22,7 +22,12 @@ Shape of the Pod:
   public keys from the Secret mounted read-only at ``/var/run/sshd-authorized-keys`` (where the
   gpustack/ssh-server image looks for them; it also reads ``VOLUME_MOUNT_PATH``, the workspace path);
 - no service-account token and no service-link env: a workspace runs a user's image, which has no business
-  with the namespace's API credentials.
+  with the namespace's API credentials;
+- the built-in sidecar's image placed by ``container-registry``/``container-namespace``, its pull policy
+  ``image-pull-policy``, and ``image-pull-secrets`` added to the Pod's pull secrets (rules.instance.access;
+  the user's own image is never rewritten);
+- ``runtimeClassName``: the RuntimeClass the card manufacturer names (contract §5.1; NVIDIA's ``nvidia``),
+  when that RuntimeClass exists (the original's rule: kube-apiserver refuses a Pod naming a missing one).
 """
 
 from __future__ import annotations
@@ -41,9 +46,11 @@ from gpustack_operator.api.keys import (
     V1ALPHA1,
     WORKER_GROUP,
 )
+from gpustack_operator.rules.instance.access import builtin_image
 from gpustack_operator.rules.instance.input import RenderError, mapping, quantity, sequence, text
 from gpustack_operator.rules.instance.resources import Accelerator, accelerator, resource_requirements
 from gpustack_operator.rules.instance.status import pod_status
+from gpustack_operator.rules.naming.manufacturers import manufacturer
 from gpustack_operator.rules.naming.queues import format_local_queue_name
 
 __all__ = [
@@ -55,6 +62,7 @@ __all__ = [
     "pod_status",
     "render_pod",
     "required_objects",
+    "runtime_class_of",
 ]
 
 
@@ -85,6 +93,17 @@ class PodSettings:
     """``instance-general-resources-overcommit``: request a fraction of the general limits."""
     ssh_server_image: str
     """``instance-ssh-server-image``: the SSH sidecar's image."""
+    container_registry: str = ""
+    """``container-registry``: the registry of the built-in images (rules.instance.access)."""
+    container_namespace: str = ""
+    """``container-namespace``: the namespace (first path element) of the built-in images."""
+    image_pull_secrets: tuple[str, ...] = ()
+    """``image-pull-secrets``: Secrets added to the Pod's ``imagePullSecrets``."""
+    image_pull_policy: str = ""
+    """``image-pull-policy``: the built-in containers' pull policy ("": the Instance's)."""
+    runtime_classes: frozenset[str] = frozenset()
+    """RuntimeClasses that exist: the manufacturer's (contract §5.1) is set on the Pod only when it does,
+    since kube-apiserver refuses a Pod naming a missing one."""
 
 
 def _queue_name(instance_type: Mapping[str, Any]) -> str:
@@ -192,9 +211,15 @@ def _main(spec: Mapping[str, Any], requirements: JSONObj, pull_policy: str, moun
     return container
 
 
-def _sshd(image: str, pull_policy: str, mount_path: str, cards: Accelerator | None) -> JSONObj:
-    if not image:
+def _sshd(settings: PodSettings, pull_policy: str, mount_path: str, cards: Accelerator | None) -> JSONObj:
+    if not settings.ssh_server_image:
         raise RenderError("setting instance-ssh-server-image is empty: no SSH sidecar image")
+    image = builtin_image(
+        settings.ssh_server_image,
+        registry=settings.container_registry,
+        namespace=settings.container_namespace,
+    )
+    pull_policy = settings.image_pull_policy or pull_policy
     container: JSONObj = {"name": SSHD, "image": image}
     if pull_policy:
         container["imagePullPolicy"] = pull_policy
@@ -210,6 +235,29 @@ def _sshd(image: str, pull_policy: str, mount_path: str, cards: Accelerator | No
         visible = {cards.visibility_resource: str(cards.visible_cards)}
         container["resources"] = {"limits": visible, "requests": dict(visible)}
     return container
+
+
+def _no_ssh_clash(main: Mapping[str, Any]) -> None:
+    """main may not take the sidecar's port (the Pod's containers share one network) nor its name."""
+    for entry in main.get("ports") or ():
+        if entry["name"] == SSH_PORT_NAME or (entry["containerPort"], entry["protocol"]) == (SSH_PORT, "TCP"):
+            raise RenderError(
+                f"spec.ports: port {entry['containerPort']}/{entry['protocol']} ({entry['name']}) clashes "
+                f"with the SSH sidecar's {SSH_PORT}/TCP ({SSH_PORT_NAME}) that spec.sshPublicKey adds"
+            )
+
+
+def runtime_class_of(cards: Accelerator | None) -> str:
+    """The RuntimeClass the manufacturer of main's cards names (contract §5.1; "" for none or CPU-only)."""
+    if cards is None:
+        return ""
+    known = manufacturer(cards.manufacturer)
+    return known.runtime_class if known is not None else ""
+
+
+def _runtime_class(cards: Accelerator | None, existing: frozenset[str]) -> str:
+    wanted = runtime_class_of(cards)
+    return wanted if wanted in existing else ""
 
 
 def _owner(metadata: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -248,13 +296,17 @@ def render_pod(
         "enableServiceLinks": False,
     }
     if ssh_key := _reference(spec, "sshPublicKey"):
-        containers.append(_sshd(settings.ssh_server_image, pull_policy, mount_path, cards))
+        _no_ssh_clash(containers[0])
+        containers.append(_sshd(settings, pull_policy, mount_path, cards))
         volumes.append(
             {"name": SSH_KEY_VOLUME, "secret": {"secretName": ssh_key, "defaultMode": SSH_KEY_FILE_MODE}}
         )
         pod_spec["shareProcessNamespace"] = True
-    if pull_secret := _reference(spec, "imagePullSecret"):
-        pod_spec["imagePullSecrets"] = [{"name": pull_secret}]
+    pull_secrets = [_reference(spec, "imagePullSecret"), *settings.image_pull_secrets]
+    if pull_secrets := list(dict.fromkeys(name for name in pull_secrets if name)):
+        pod_spec["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
+    if runtime_class := _runtime_class(cards, settings.runtime_classes):
+        pod_spec["runtimeClassName"] = runtime_class
     pod_spec |= {"containers": containers, "volumes": volumes}
     labels = {
         KUEUE_QUEUE_NAME_LABEL: _queue_name(instance_type),

@@ -25,6 +25,7 @@ from gpustack_operator.api.quantity import Quantity, percent_of, to_quantity
 from gpustack_operator.api.types.instance import InstancePhase
 from gpustack_operator.rules.instance.resources import instance_type_sliceable
 from gpustack_operator.rules.instancetype.spec import equal_ignoring_zero
+from gpustack_operator.settings.catalog import INSTANCE_PRIVILEGED_ALLOWED
 
 __all__ = [
     "DEFAULT_IMAGE_PULL_POLICY",
@@ -33,6 +34,7 @@ __all__ = [
     "RUNNING_IMMUTABLE",
     "default",
     "validate_create",
+    "validate_privileges",
     "validate_update",
 ]
 
@@ -359,3 +361,18 @@ def validate_update(
     if was_running and not runs and phase == InstancePhase.STARTING:
         errors.append(forbidden("spec.stop", "an instance cannot be stopped while it is Starting"))
     return errors
+
+
+def validate_privileges(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any], *, privileged_allowed: bool
+) -> list[FieldError]:
+    """The ``instance-privileged-allowed`` gate (false by default): an Instance may not take privileged
+    mode, at creation or by a later change, unless the setting allows it. One that already has it keeps
+    it: turning the setting off never blocks an update or a restart of an Instance that was privileged.
+    """
+    if privileged_allowed or as_mapping(new.get("spec")).get("privileged") is not True:
+        return []
+    if old is not None and as_mapping(old.get("spec")).get("privileged") is True:
+        return []
+    setting = INSTANCE_PRIVILEGED_ALLOWED.name
+    return [forbidden("spec.privileged", f'privileged mode is not allowed: enable the "{setting}" setting')]

@@ -8,12 +8,17 @@ node and IPs) and the device manager's allocation annotation; this module reads 
 Phases (api.types.instance.InstancePhase): Pending (no Pod yet, waiting for Kueue's admission or for a
 node), Starting (on a node, containers not all ready), Running, Failed (the Pod ended), Stopping (the Pod
 is being deleted, or must be because ``spec.stop``), Stopped (``spec.stop`` and no Pod).
+
+Where to connect: ``ports`` carry the node ports of the Instance's NodePort Service and
+``accessAddresses`` the address to use with them (``Access``: the static-address and wildcard-DNS
+settings, else the node's address), so ``kubectl get instance -o wide`` shows both.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from gpustack_operator.api.json import JSONObj, as_list, as_mapping, as_str
@@ -24,6 +29,7 @@ from gpustack_operator.api.keys import (
 )
 from gpustack_operator.api.types.devices import AcceleratorAllocation, DevicesAllocationGroup
 from gpustack_operator.api.types.instance import InstancePhase
+from gpustack_operator.rules.instance.access import access_addresses, node_address
 
 UNREADABLE_ALLOCATION: Final = "the device allocation annotation of the Pod is unreadable"
 _MESSAGE_MAX: Final = 1024
@@ -141,6 +147,35 @@ def _ports(spec: Mapping[str, Any]) -> list[JSONObj]:
     return ports
 
 
+def _service_ports(service: Mapping[str, Any]) -> list[JSONObj]:
+    """Every port of the Instance's Service, with the node port kube-apiserver gave it (once it has)."""
+    ports: list[JSONObj] = []
+    for entry in map(as_mapping, as_list(as_mapping(service.get("spec")).get("ports"))):
+        if (port := _int(entry.get("port"))) is None:
+            continue
+        item: JSONObj = {"port": port, "protocol": as_str(entry.get("protocol")) or "TCP"}
+        if name := as_str(entry.get("name")):
+            item["name"] = name
+        if node_port := _int(entry.get("nodePort")):
+            item["nodePort"] = node_port
+        ports.append(item)
+    return ports
+
+
+@dataclass(frozen=True)
+class Access:
+    """What says where an Instance is reached: its Service, its node and the two access settings."""
+
+    service: Mapping[str, Any] | None = None
+    """The Instance's NodePort Service (rules.instance.service), None when there is none (yet)."""
+    node: Mapping[str, Any] | None = None
+    """The Node its Pod runs on, None when unknown."""
+    static_address: str = ""
+    """``instance-access-static-address``."""
+    wildcard_dns: str = ""
+    """``instance-access-wildcard-dns``."""
+
+
 def _card(value: object) -> AcceleratorAllocation | None:
     entry = as_mapping(value)
     uuid, index, mode = as_str(entry.get("id")), _int(entry.get("index")), _int(entry.get("mode"))
@@ -189,8 +224,15 @@ def pod_allocations(pod: Mapping[str, Any]) -> tuple[list[DevicesAllocationGroup
     return list(groups.values()), True
 
 
-def pod_status(pod: Mapping[str, Any] | None, instance: Mapping[str, Any]) -> JSONObj:
-    """The Instance ``status`` for its Pod (None: there is none); empty fields are omitted."""
+def pod_status(
+    pod: Mapping[str, Any] | None, instance: Mapping[str, Any], access: Access | None = None
+) -> JSONObj:
+    """The Instance ``status`` for its Pod (None: there is none); empty fields are omitted.
+
+    ``ports`` are the Service's (with their node ports) when there is one, else main's declared ports;
+    ``accessAddresses`` (rules.instance.access) only once the Pod is on a node.
+    """
+    access = access or Access()
     stop = as_mapping(instance.get("spec")).get("stop") is True
     if pod is None:
         if stop:
@@ -201,13 +243,22 @@ def pod_status(pod: Mapping[str, Any] | None, instance: Mapping[str, Any]) -> JS
     allocations, readable = pod_allocations(pod)
     if not readable:
         message = "; ".join(part for part in (message, UNREADABLE_ALLOCATION) if part)
+    node_name, host_ips = as_str(spec.get("nodeName")), _ips(status, "hostIPs", "hostIP")
+    addresses: list[str] = []
+    if node_name and phase not in (InstancePhase.STOPPING, InstancePhase.FAILED):
+        addresses = access_addresses(
+            [node_address(access.node), *host_ips],
+            static_address=access.static_address,
+            wildcard_dns=access.wildcard_dns,
+        )
     result: JSONObj = {
         "phase": phase.value,
         "phaseMessage": message,
-        "nodeName": as_str(spec.get("nodeName")),
-        "hostIPs": _ips(status, "hostIPs", "hostIP"),
+        "nodeName": node_name,
+        "accessAddresses": addresses,
+        "hostIPs": host_ips,
         "podIPs": _ips(status, "podIPs", "podIP"),
-        "ports": _ports(spec),
+        "ports": _service_ports(access.service) if access.service is not None else _ports(spec),
         "allocations": allocations,
     }
     return {key: value for key, value in result.items() if value}

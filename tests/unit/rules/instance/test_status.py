@@ -189,6 +189,7 @@ def test_a_running_instance_shows_where_and_on_which_cards() -> None:
     assert pod_status(running, instance()) == {
         "phase": "Running",
         "nodeName": "gpu-node-1",
+        "accessAddresses": ["10.0.0.7"],
         "hostIPs": ["10.0.0.7"],
         "podIPs": ["172.16.0.9", "fd00::9"],
         "ports": [{"port": 8888, "protocol": "TCP", "name": "jupyter"}],
