@@ -70,7 +70,9 @@ class InstanceTypeHooks:
             return Verdict.allow(obj)
         selector = descriptors.flavor_selector(obj, aware=aware)
         flavors = await self.lookups.resource_flavors(selector) if selector else []
-        return Verdict.allow(descriptors.enrich(obj, flavors, aware=aware))
+        cards = descriptors.devices_selector(obj)
+        devices = await self.lookups.devices(cards) if cards and flavors else []
+        return Verdict.allow(descriptors.enrich(obj, flavors, aware=aware, devices=devices))
 
     async def validate(self, review: Review) -> Verdict:
         obj, old = review.object or {}, review.old_object

@@ -6,14 +6,20 @@ derives InstanceTypes from nodes with only their identity and unit (§7.9), so w
 sized in MiB is refused on every derived pool. The hardware is described by the notes
 (`note.gpustack.ai/<k>`) the NodeFlavorReconciler writes on each ResourceFlavor; the architecture's
 Stage 4 has the InstanceType defaulting webhook enrich the type from them, and that is the one place it
-happens (apiserver/webhooks/kinds.py calls `enrich` on CREATE, and `carry_over` on UPDATE). The flavor
+happens (apiserver/webhooks/kinds.py calls `enrich` on CREATE, with the pool's flavors and the Devices of
+its card model, and `carry_over` on UPDATE). The flavor
 controller authors a derived type through the same webhook, so derived and hand-made types are filled
 alike, and the flavor is always there first (the controller syncs it before authoring the type).
 
 What is filled, only where the type says nothing itself (an admin's own value is never replaced):
-- an accelerated type: `manufacturer`, `product`, `family`, `memory` (the per-card VRAM, the node label
-  `.memory` verbatim, e.g. `81559Mi` or `64Gi`: the quantity the device manager measured, GDDR ECC share
-  already given back by its detector, so no arithmetic here) and `cores`;
+- an accelerated type: `manufacturer`, `product`, `family`, `cores`, and `memory`, the per-card VRAM the
+  Pod webhook divides a `.sliced.memory-mib` by. That divisor must be the card's exact MiB, the one the
+  node's `.sliced.memory-mib` capacity and the device plugin's VRAM cap are computed from (the Devices
+  group's `memory`, which the NVIDIA detector already corrected for a GDDR card's ECC share, x16/15). The
+  flavor's `memory` note is the node label, rounded to the largest binary unit (contract §5.3, §7.3: an
+  A10's 23028 MiB reads `22Gi`, an H100's 81559 MiB `80Gi`), so dividing by it would refuse a whole A10
+  and let a slice ask for more than an H100 has. So `memory` is `<MiB>Mi` from the pool's Devices
+  (`card_memory_mib`), and the rounded note only when no Devices report the model yet;
 - a CPU type: `manufacturer`, `product`, `family` of its CPU key when the pools are split by CPU
   manufacturer; the collapsed pool says `manufacturer: generic`, as its InstanceTypeFlavor does (no single
   product names it);
@@ -37,6 +43,8 @@ from typing import Any, Final
 
 from gpustack_operator.api.json import JSONObj, as_str
 from gpustack_operator.api.keys import (
+    ACCELERATABLE_FEATURE_PREFIX,
+    ARCH_LABEL,
     GENERIC,
     NOTE_ACCELERATABLE,
     NOTE_CORES,
@@ -46,15 +54,19 @@ from gpustack_operator.api.keys import (
     NOTE_MEMORY,
     NOTE_PREFIX,
     NOTE_PRODUCT,
+    OS_LABEL,
     RESOURCE_TYPE_LABEL,
     RESOURCE_TYPE_NODES,
 )
+from gpustack_operator.rules.naming.groups import accelerator_key
 from gpustack_operator.rules.naming.labels import TRUE
 from gpustack_operator.rules.naming.pools import pool_flavor_selector, pool_schedule_labels
 
 __all__ = [
     "DESCRIPTORS",
+    "card_memory_mib",
     "carry_over",
+    "devices_selector",
     "enrich",
     "flavor_selector",
     "pool_descriptors",
@@ -105,6 +117,34 @@ def flavor_selector(obj: Mapping[str, Any], *, aware: bool) -> dict[str, str] | 
     )
     selector = pool_flavor_selector(labels)
     return None if selector is None else {**selector, RESOURCE_TYPE_LABEL: RESOURCE_TYPE_NODES}
+
+
+def devices_selector(obj: Mapping[str, Any]) -> dict[str, str] | None:
+    """The labels of the Devices of the nodes with the type's cards (the model's feature key, os, arch), or
+    None for a CPU type (or one that names no card model)."""
+    spec = _spec(obj)
+    group = as_str(spec.get("acceleratorGroup"))
+    os_name, arch = as_str(spec.get("os")), as_str(spec.get("arch"))
+    if spec.get("acceleratable") is not True or not (group and os_name and arch):
+        return None
+    return {ACCELERATABLE_FEATURE_PREFIX + group: TRUE, OS_LABEL: os_name, ARCH_LABEL: arch}
+
+
+def card_memory_mib(devices: Iterable[Mapping[str, Any]], accelerator_group: str) -> int | None:
+    """The VRAM in MiB of one card of the model `accelerator_group`, as every Devices reporting it agrees;
+    None when none reports it (or they disagree)."""
+    found: set[int] = set()
+    for obj in devices:
+        spec = obj.get("spec")
+        groups = spec.get("groups") if isinstance(spec, Mapping) else None
+        for group in groups if isinstance(groups, list) else []:
+            if not isinstance(group, Mapping):
+                continue
+            key = accelerator_key(as_str(group.get("manufacturer")), as_str(group.get("id")))
+            memory = group.get("memory")
+            if key == accelerator_group and type(memory) is int and memory > 0:
+                found.add(memory)
+    return found.pop() if len(found) == 1 else None
 
 
 def _notes(flavor: Mapping[str, Any]) -> dict[str, str]:
@@ -194,15 +234,26 @@ def _fill(target: dict[str, Any], source: Mapping[str, Any]) -> None:
             target[key] = value
 
 
-def enrich(obj: Mapping[str, Any], flavors: Iterable[Mapping[str, Any]], *, aware: bool) -> JSONObj:
-    """§4.1's descriptor defaulting on a copy of `obj`: fill from the pool's flavors what the spec lacks,
-    then default displayName to the product."""
+def enrich(
+    obj: Mapping[str, Any],
+    flavors: Iterable[Mapping[str, Any]],
+    *,
+    aware: bool,
+    devices: Iterable[Mapping[str, Any]] = (),
+) -> JSONObj:
+    """§4.1's descriptor defaulting on a copy of `obj`: fill from the pool's flavors (and the card's exact
+    VRAM from its `devices`) what the spec lacks, then default displayName to the product."""
     result: JSONObj = copy.deepcopy(dict(obj))
     spec = result.get("spec")
     if not isinstance(spec, dict):
         return result
     acceleratable = spec.get("acceleratable") is True
-    _fill(spec, pool_descriptors(flavors, acceleratable=acceleratable, aware=aware))
+    found = pool_descriptors(flavors, acceleratable=acceleratable, aware=aware)
+    if acceleratable:
+        mib = card_memory_mib(devices, as_str(spec.get("acceleratorGroup")))
+        if mib is not None:
+            found[NOTE_MEMORY] = f"{mib}Mi"
+    _fill(spec, found)
     product = spec.get("product")
     if spec.get("displayName") in (None, "") and isinstance(product, str) and product:
         spec["displayName"] = product[:MAX_DISPLAY_NAME]

@@ -13,7 +13,7 @@ from gpustack_operator.apiserver.webhooks.kinds import InstanceTypeHooks
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.apiserver.webhooks.review import Review
 from gpustack_operator.kube import errors
-from gpustack_operator.kube.resources import RESOURCE_FLAVORS, Resource
+from gpustack_operator.kube.resources import DEVICES, RESOURCE_FLAVORS, Resource
 from gpustack_operator.kube.store import Store
 
 A10 = "nvidia-a10"
@@ -71,11 +71,16 @@ class Api:
         self.objs = list(objs)
         self.error = error
         self.asked: list[str] = []
+        self.devices: list[Any] = []
+        self.devices_asked: list[str] = []
 
     async def get_or_none(self, res: Resource, name: str, namespace: str | None = None) -> None:
         return None  # no settings Secret: every setting its default (awareness off)
 
     async def list(self, res: Resource, namespace: str | None = None, **selectors: Any) -> list[Any]:
+        if res == DEVICES:
+            self.devices_asked.append(selectors["label_selector"])
+            return self.devices
         assert res == RESOURCE_FLAVORS
         self.asked.append(selectors["label_selector"])
         if self.error is not None:
@@ -126,3 +131,14 @@ async def test_an_update_keeps_the_stored_details_and_reads_no_flavor() -> None:
     spec = verdict.mutated["spec"]
     assert (spec["memory"], spec["product"], spec["displayName"]) == ("23028Mi", "NVIDIA-A10", "renamed")
     assert api.asked == []
+
+
+async def test_create_takes_the_cards_exact_memory_from_the_devices_of_its_model() -> None:
+    api = Api(a10_flavor(memory="22Gi"))
+    api.devices = [{"spec": {"groups": [{"manufacturer": "nvidia", "id": "a10", "memory": 23028}]}}]
+    verdict = await hooks(api).mutate(review("CREATE", a10_type()))
+    assert verdict.mutated is not None
+    assert verdict.mutated["spec"]["memory"] == "23028Mi"
+    assert api.devices_asked == [
+        f"acceleratable.feature.gpustack.ai/{A10}=true,kubernetes.io/arch=amd64,kubernetes.io/os=linux"
+    ]

@@ -12,7 +12,9 @@ from gpustack_operator.api.quantity import Quantity
 from gpustack_operator.rules.capacity.credits import quantity_to_mib
 from gpustack_operator.rules.cards import slice_units
 from gpustack_operator.rules.instancetype.descriptors import (
+    card_memory_mib,
     carry_over,
+    devices_selector,
     enrich,
     flavor_selector,
     pool_descriptors,
@@ -231,3 +233,56 @@ def test_an_update_keeps_the_details_the_stored_type_has_and_the_new_object_omit
     changed = carry_over(stored, accelerated_type(memory="1Mi"))["spec"]
     assert changed["memory"] == "1Mi"  # a change stays a change (validation refuses it)
     assert carry_over(stored, {"spec": "junk"}) == {"spec": "junk"}
+
+
+# ---- the card's exact VRAM ---------------------------------------------------------------------------------
+
+
+def devices(name: str, *groups: tuple[str, str, object]) -> dict[str, Any]:
+    """A Devices with (manufacturer, group id, memory MiB) groups."""
+    listed = [{"manufacturer": m, "id": i, "name": i, "memory": mib} for m, i, mib in groups]
+    return {"metadata": {"name": name}, "spec": {"groups": listed}}
+
+
+def test_the_memory_is_the_cards_exact_mib_from_its_devices_not_the_rounded_label() -> None:
+    a10 = accelerated_type(acceleratorGroup="nvidia-a10")
+    note = h100_flavor(memory="22Gi", acceleratorGroup="nvidia-a10", product="NVIDIA-A10")
+    reported = [
+        devices("a10-0", ("nvidia", "a10", 23028), ("intel", "x", 1)),
+        devices("a10-1", ("nvidia", "a10", 23028)),
+    ]
+    spec = enrich(a10, [note], aware=False, devices=reported)["spec"]
+    assert spec["memory"] == "23028Mi"
+    card = quantity_to_mib(Quantity.parse(spec["memory"]))
+    assert slice_units(None, Quantity(card), card) == 1_600_000  # a whole card is a whole card
+    assert enrich(a10, [note], aware=False)["spec"]["memory"] == "22Gi"  # no Devices yet: the note
+    assert (
+        enrich(a10 | {"spec": a10["spec"] | {"memory": "1Mi"}}, [note], aware=False, devices=reported)[
+            "spec"
+        ]["memory"]
+        == "1Mi"
+    )  # an admin's own value stands
+
+
+def test_devices_disagreeing_or_malformed_give_no_exact_memory() -> None:
+    assert (
+        card_memory_mib(
+            [devices("a", ("nvidia", "a10", 23028)), devices("b", ("nvidia", "a10", 24000))], "nvidia-a10"
+        )
+        is None
+    )
+    junk: list[dict[str, Any]] = [
+        {"spec": {"groups": ["x", {"manufacturer": "nvidia", "id": "a10", "memory": True}]}},
+        {"spec": "x"},
+    ]
+    assert card_memory_mib(junk, "nvidia-a10") is None
+    assert card_memory_mib([devices("a", ("nvidia", "a10", "23028"))], "nvidia-a10") is None
+
+
+def test_the_devices_of_a_card_type_are_selected_by_its_model_os_and_arch() -> None:
+    assert devices_selector(accelerated_type()) == {
+        A + H100: "true",
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+    }
+    assert devices_selector(cpu_type()) is None
