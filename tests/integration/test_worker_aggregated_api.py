@@ -128,6 +128,8 @@ async def test_row05_kubectl_get_shows_the_contract_columns(kubectl: Kubectl, in
             "ACCEL.(SHARED)",
             "ACCEL.(SLICED)",
             "CPU",
+            "PRODUCT",
+            "MEMORY",
             "PHASE",
         ]
         cells = row.split()

@@ -87,12 +87,14 @@ def test_instancetype_printer_columns_read_the_remaining_of_each_view() -> None:
         ("Accel.(Shared)", ".status.acceleratorShared.remaining"),
         ("Accel.(Sliced)", ".status.acceleratorSliced.remaining"),
         ("CPU", ".status.cpu.remaining"),
+        ("Product", ".spec.product"),
+        ("Memory", ".spec.memory"),
         ("Phase", ".status.phase"),
         ("Age", ".metadata.creationTimestamp"),
     ]
     schema = version["schema"]["openAPIV3Schema"]
     for column in version["additionalPrinterColumns"]:
-        if column["jsonPath"].startswith(".status."):
+        if column["jsonPath"].startswith((".status.", ".spec.")):
             node = resolve(schema, column["jsonPath"])
             assert node.get("type") == "string" or node.get("x-kubernetes-int-or-string")
 

@@ -66,6 +66,8 @@ INSTANCE_TYPE_COLUMNS: tuple[Column, ...] = (
     _view("Accel.(Shared)", "acceleratorShared", "accelerator shares"),
     _view("Accel.(Sliced)", "acceleratorSliced", "VRAM-percent units of sliceable accelerators"),
     _view("CPU", "cpu", "CPU"),
+    column("Product", ".spec.product", "The pool's card (or CPU) product."),
+    column("Memory", ".spec.memory", "VRAM per card."),
     column("Phase", ".status.phase", "Active, Activating, Inactive or Draining."),
     AGE,
 )

@@ -103,7 +103,10 @@ def flavor_patch(current: Mapping[str, Any], desired: kueue.ResourceFlavor) -> d
 def derived_instance_type(flavor: NodeFlavor, aware: bool) -> InstanceType:
     """DerivedInstanceTypeIdentity as an InstanceType, with the fixed default unit (contract §7.9).
 
-    Created once and never updated, so an admin's later edits stand.
+    Created once and never updated, so an admin's later edits stand. The device details (product, memory,
+    manufacturer, ..., the CPU detail when aware) are not written here: the InstanceType defaulting webhook
+    fills them on create from the pool's flavors, for derived and hand-made types alike
+    (rules.instancetype.descriptors); the flavor this type is authored after is already there.
     """
     name, general_group, accelerator_group = flavor.derived_instance_type_identity(aware)
     unit_cpu, unit_ram = ACCELERATED_UNIT if flavor.acceleratable else CPU_ONLY_UNIT

@@ -30,6 +30,8 @@ __all__ = ["BUILT_IN_ROLES", "RBAC", "aggregated_api", "rbac_parts"]
 RBAC: tuple[Rule, ...] = (
     Rule.of(resources.INSTANCE_TYPES, "list", "watch"),
     Rule.of(resources.SECRETS, "list", "watch", namespace=SYSTEM),  # the settings Secret, by name
+    Rule.of(resources.RESOURCE_FLAVORS, "list", "watch"),  # an InstanceType's pool flavors (§4.1)
+    Rule.of(resources.DEVICES, "list", "watch"),  # its card's exact VRAM (§4.1)
 )
 """The informers `_lookups` asks for (shared with the controllers that watch the same)."""
 BUILT_IN_ROLES: tuple[BuiltInRole, ...] = delegation.BUILT_IN_ROLES
@@ -46,8 +48,9 @@ def rbac_parts() -> dict[str, tuple[Rule, ...]]:
 
 
 def _lookups(client: Client, informers: InformerFactory, environment: Environment) -> Lookups:
-    """The webhooks' reads, from the informers the controllers share (every InstanceType; the settings
-    Secret, selected as controllers.settingsview selects it)."""
+    """The webhooks' reads, from the informers the controllers share (every InstanceType, every
+    ResourceFlavor and every Devices; the settings Secret, selected as controllers.settingsview selects
+    it)."""
     namespace = environment.pod_namespace
     return Lookups(
         client,
@@ -56,6 +59,8 @@ def _lookups(client: Client, informers: InformerFactory, environment: Environmen
         settings=informers.informer(
             resources.SECRETS, namespace=namespace, field_selector=f"metadata.name={SETTINGS_SECRET}"
         ),
+        resource_flavors=informers.informer(resources.RESOURCE_FLAVORS),
+        devices=informers.informer(resources.DEVICES),
     )
 
 

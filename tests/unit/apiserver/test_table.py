@@ -17,6 +17,7 @@ A100 = {
     "apiVersion": "worker.gpustack.ai/v1",
     "kind": "InstanceType",
     "metadata": {"name": "a100", "resourceVersion": "7", "creationTimestamp": "2026-01-01T00:00:00Z"},
+    "spec": {"product": "NVIDIA-A100-SXM4-80GB", "memory": "81920Mi"},
     "status": {
         "entrance": "gpustack-fnv64-0123456789abcdef",
         "phase": "Active",
@@ -58,21 +59,27 @@ def test_instance_type_row_has_the_contract_columns_and_age_only_in_wide() -> No
         "Accel.(Shared)",
         "Accel.(Sliced)",
         "CPU",
+        "Product",
+        "Memory",
         "Phase",
     ]
     assert doc["columnDefinitions"][-1]["name"] == "Age"
     assert doc["columnDefinitions"][-1]["priority"] == 1
     assert doc["columnDefinitions"][0]["format"] == "name"
     cells = doc["rows"][0]["cells"]
-    assert cells[:7] == [
+    assert cells[:9] == [
         "a100",
         "gpustack-fnv64-0123456789abcdef",
         "8/6",
         "80/60",
         "<none>",
         "64/32",
+        "NVIDIA-A100-SXM4-80GB",
+        "81920Mi",
         "Active",
     ]
+    bare = table(COLUMNS, [{k: v for k, v in A100.items() if k != "spec"}])["rows"][0]["cells"]
+    assert bare[6:8] == ["<none>", "<none>"]
     assert doc["metadata"] == {"resourceVersion": "9", "continue": "c"}
     assert doc["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
 

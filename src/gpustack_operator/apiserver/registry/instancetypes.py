@@ -2,7 +2,10 @@
 
 Columns (contract §3.1, Era B): Name, Entrance, Accel.(Exclusive), Accel.(Shared), Accel.(Sliced), CPU
 (each `<onceMaxRequest>/<remaining>` of that capacity view) and Phase; Age follows with priority 1, so
-only `-o wide` shows it, as in the Go original. A view the status lacks prints `<none>`.
+only `-o wide` shows it, as in the Go original. A view the status lacks prints `<none>`. Product and
+Memory (`spec.product`, `spec.memory`: the pool's card, filled from its flavors by the defaulting webhook)
+stand before Phase, as the InstanceTypeFlavor and the earlier InstanceType columns show them (§2.4), so a
+user sees which card a pool offers and the VRAM a `.sliced.memory-mib` is divided by.
 """
 
 from __future__ import annotations
@@ -66,6 +69,15 @@ def _field(name: str) -> Callable[[JSONObj], str]:
     return lambda obj: str(_status(obj).get(name) or NONE)
 
 
+def _spec_field(name: str) -> Callable[[JSONObj], str]:
+    def cell(obj: JSONObj) -> str:
+        spec = obj.get("spec")
+        value = spec.get(name) if isinstance(spec, dict) else None
+        return str(value) if value not in (None, "") else NONE
+
+    return cell
+
+
 COLUMNS = (
     NAME,
     Column("Entrance", _field("entrance"), description="The LocalQueue that workloads of this type join."),
@@ -79,6 +91,8 @@ COLUMNS = (
         "Accel.(Sliced)", _pair("acceleratorSliced"), description="VRAM-percent units: once-max / remaining."
     ),
     Column("CPU", _pair("cpu"), description="CPU units: once-max / remaining."),
+    Column("Product", _spec_field("product"), description="The pool's card (or CPU) product."),
+    Column("Memory", _spec_field("memory"), description="VRAM per card."),
     Column("Phase", _field("phase"), description="Active, Activating, Inactive or Draining."),
     Column(
         "Age",

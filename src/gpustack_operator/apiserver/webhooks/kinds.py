@@ -22,6 +22,7 @@ from gpustack_operator.apiserver.webhooks.server import Rule, Webhook
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.rules.instance import spec as instance
+from gpustack_operator.rules.instancetype import descriptors
 from gpustack_operator.rules.instancetype import spec as instancetype
 from gpustack_operator.settings.catalog import (
     INSTANCE_GENERAL_RESOURCES_OVERCOMMIT,
@@ -47,8 +48,14 @@ def _spec(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 class InstanceTypeHooks:
-    """§4.1 defaults (labels the pool and its queue entrance) and §4.2 checks (complete on create, frozen
-    on update but for displayName, description and inactive)."""
+    """§4.1 defaults (labels the pool and its queue entrance; on create, the device details from the
+    pool's ResourceFlavors, rules.instancetype.descriptors) and §4.2 checks (complete on create, frozen
+    on update but for displayName, description and inactive).
+
+    The details are filled on CREATE only: the spec is frozen afterwards, so an UPDATE keeps what the
+    stored type has (a manifest that omits a defaulted detail does not read as changing it) and never
+    reads the flavors again (a flavor that changed since would make the update a refused change).
+    """
 
     def __init__(self, lookups: Lookups) -> None:
         self.lookups = lookups
@@ -57,7 +64,16 @@ class InstanceTypeHooks:
         if review.object is None:
             return Verdict.allow()
         aware = await self.lookups.flag(INSTANCE_TYPE_AWARE_CPU_MANUFACTURER)
-        return Verdict.allow(instancetype.default(review.object, aware=aware))
+        obj = instancetype.default(review.object, aware=aware)
+        if review.operation == "UPDATE":
+            if review.old_object is not None:
+                obj = descriptors.carry_over(review.old_object, obj)
+            return Verdict.allow(obj)
+        selector = descriptors.flavor_selector(obj, aware=aware)
+        flavors = await self.lookups.resource_flavors(selector) if selector else []
+        cards = descriptors.devices_selector(obj)
+        devices = await self.lookups.devices(cards) if cards and flavors else []
+        return Verdict.allow(descriptors.enrich(obj, flavors, aware=aware, devices=devices))
 
     async def validate(self, review: Review) -> Verdict:
         obj, old = review.object or {}, review.old_object

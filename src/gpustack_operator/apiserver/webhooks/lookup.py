@@ -1,4 +1,5 @@
-"""What the webhooks read besides the object under review: InstanceTypes and settings.
+"""What the webhooks read besides the object under review: InstanceTypes, ResourceFlavors, Devices and
+settings.
 
 Why this module exists: a webhook answers inside kube-apiserver's 10 s budget on every Pod, Instance and
 InstanceType write, so it reads from the worker's informer caches (the same informers the controllers
@@ -18,8 +19,9 @@ from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import QUEUE_ENTRANCE_LABEL, SETTINGS_SECRET
 from gpustack_operator.api.names import is_dns_subdomain, is_label_name
 from gpustack_operator.controllerkit.rbac import SYSTEM, Rule
-from gpustack_operator.kube import resources
+from gpustack_operator.kube import errors, resources
 from gpustack_operator.kube.client import Client
+from gpustack_operator.kube.resources import Resource
 from gpustack_operator.kube.store import Store
 from gpustack_operator.settings.secret import setting_flag, setting_text
 from gpustack_operator.settings.setting import Setting
@@ -30,6 +32,8 @@ log = logging.getLogger(__name__)
 
 RBAC: tuple[Rule, ...] = (
     Rule.of(resources.INSTANCE_TYPES, "get", "list"),  # before the informers have synced
+    Rule.of(resources.RESOURCE_FLAVORS, "list"),  # likewise (an InstanceType's pool flavors)
+    Rule.of(resources.DEVICES, "list"),  # likewise (its card's exact VRAM)
     Rule.of(resources.SECRETS, "get", namespace=SYSTEM),  # the settings Secret, likewise
 )
 """The lookups' own reads (the informers they share are the worker's: worker.aggregation.RBAC)."""
@@ -50,9 +54,19 @@ def _entrance(obj: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _has_labels(obj: Mapping[str, Any], selector: Mapping[str, str]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
 class Lookups:
-    """Cache-first reads for the webhooks; `instance_types` and `settings` are the shared informers of
-    all InstanceTypes and of the settings Secret (None: API reads only)."""
+    """Cache-first reads for the webhooks; `instance_types`, `settings`, `resource_flavors` and `devices`
+    are the shared informers of all InstanceTypes, of the settings Secret, of all ResourceFlavors and of
+    all Devices (None: API reads only)."""
 
     def __init__(
         self,
@@ -61,11 +75,15 @@ class Lookups:
         *,
         instance_types: Cached | None = None,
         settings: Cached | None = None,
+        resource_flavors: Cached | None = None,
+        devices: Cached | None = None,
     ) -> None:
         self.client = client
         self.namespace = namespace
         self._types = instance_types
         self._settings = settings
+        self._flavors = resource_flavors
+        self._devices = devices
         self.api_reads = 0
         """Reads that went to the API server (a cache miss or an unsynced cache)."""
 
@@ -101,6 +119,31 @@ class Lookups:
         return await self.client.list(
             resources.INSTANCE_TYPES, label_selector=f"{QUEUE_ENTRANCE_LABEL}={local_queue}"
         )
+
+    async def _selected(
+        self, cached: Cached | None, res: Resource, selector: Mapping[str, str]
+    ) -> list[JSONObj]:
+        store = self._synced(cached)
+        if store is not None:
+            found = [obj for obj in store.list() if _has_labels(obj, selector)]
+            if found:
+                return sorted(found, key=_name)
+        self.api_reads += 1
+        text = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        try:
+            listed = await self.client.list(res, label_selector=text)
+        except errors.NotFound:
+            return []
+        return sorted(listed, key=_name)
+
+    async def resource_flavors(self, selector: Mapping[str, str]) -> list[JSONObj]:
+        """The ResourceFlavors carrying every label of `selector`, sorted by name; none when Kueue's CRD is
+        not installed (the InstanceType defaulting then fills nothing, as for a pool without nodes)."""
+        return await self._selected(self._flavors, resources.RESOURCE_FLAVORS, selector)
+
+    async def devices(self, selector: Mapping[str, str]) -> list[JSONObj]:
+        """The Devices carrying every label of `selector`, sorted by name (a card model's exact VRAM)."""
+        return await self._selected(self._devices, resources.DEVICES, selector)
 
     async def _secret(self) -> JSONObj | None:
         store = self._synced(self._settings)

@@ -8,9 +8,10 @@ would strand what runs on it. Pure: functions over the JSON objects kube-apiserv
 handlers (and the awareness setting they read) live in apiserver/webhooks/kinds.py, which keeps only the HTTP
 adaptation.
 
-Not done here: the Era B earlier step of §4.1 that enriched the descriptors (manufacturer, product, memory,
-sliceable feature, CPU detail) from a matching ResourceFlavor's notes; the handler would have to look the
-flavor up, and the later step dropped it.
+Not done here: the §4.1 step that fills the device details (manufacturer, product, family, memory, cores,
+the CPU detail when aware) from the pool's ResourceFlavors; the handler looks the flavors up and
+rules.instancetype.descriptors fills from them. The `sliceable`/`feature` descriptor is not filled: the
+flavor's note is a boolean, the spec field the Devices' AcceleratorsFeature, which no flavor carries.
 
 Input is untrusted: the mutating webhook sees the object before the CRD schema checks it, so every reader
 here tolerates a wrong type (it becomes a field error or is left alone) and nothing raises.
