@@ -154,7 +154,6 @@ class ClusterWatch:
 
     async def _connect_and_follow(self) -> None:
         if self._client is None:
-            self._set(ClusterState.CONNECTING)
             self._client = await self._connector(self.name, self.token)
         client = self._client
         if not self.informers:
