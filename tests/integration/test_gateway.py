@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -24,12 +25,14 @@ import aiohttp
 import pytest
 import pytest_asyncio
 import yaml
+from aiohttp import web
 
 from gpustack_operator.kube import definitions
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.sandbox import build, kueue
 from gpustack_operator.sandbox.cluster import NFD_CRDS, Sandbox
+from gpustack_operator.sandbox.process import free_port
 from tests.helpers import eventually
 from tests.integration.worker_support import EXECUTABLE, cpu_type, serving_worker
 
@@ -90,14 +93,14 @@ class Gateway:
 
 
 @contextlib.asynccontextmanager
-async def gateway(kubeconfig: Path, log_dir: Path) -> AsyncIterator[Gateway]:
+async def gateway(log_dir: Path, *args: str) -> AsyncIterator[Gateway]:
     sock_dir = Path(tempfile.mkdtemp(prefix="gw-"))  # a unix socket path must stay under 108 bytes
     socket, log = sock_dir / "gw.sock", log_dir / "gateway.log"
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     with log.open("wb") as sink:
         proc = await asyncio.create_subprocess_exec(
-            str(EXECUTABLE), "worker-gateway", "--worker-conn-mode=loopback", f"--kubeconfig={kubeconfig}",
-            f"--unix-socket={socket}", stdout=sink, stderr=asyncio.subprocess.STDOUT, env=env,
+            str(EXECUTABLE), "worker-gateway", f"--unix-socket={socket}", *args,
+            stdout=sink, stderr=asyncio.subprocess.STDOUT, env=env,
         )  # fmt: skip
     gw = Gateway(proc, socket, log)
     try:
@@ -171,7 +174,9 @@ async def test_two_clusters_listed_watched_folded_and_a_dead_one_blocks_nothing(
         stack.push_async_callback(kube.delete, V1_TYPES, "gw-only-one")
 
         kubeconfig = two_contexts(tmp_path / "kubeconfig", {"one": sandbox.kubeconfig, "two": two.kubeconfig})
-        gw = await stack.enter_async_context(gateway(kubeconfig, tmp_path))
+        gw = await stack.enter_async_context(
+            gateway(tmp_path, "--worker-conn-mode=loopback", f"--kubeconfig={kubeconfig}")
+        )
 
         # bad input is a 400 that says why
         status, body = await gw.call("POST", "/workers")
@@ -278,3 +283,86 @@ async def test_two_clusters_listed_watched_folded_and_a_dead_one_blocks_nothing(
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
     print(f"test done in {time.monotonic() - t0:.1f}s")
+
+
+@contextlib.asynccontextmanager
+async def gpustack_proxy(upstreams: dict[str, Sandbox]) -> AsyncIterator[tuple[int, list[str]]]:
+    """A stand-in for the GPUStack server's `/v2/clusters/<c>/proxy/...`: forwards each request (watches
+    streamed) to cluster <c>'s kube-apiserver as its admin; yields its port and the Authorization
+    headers it was sent."""
+    seen: list[str] = []
+    sessions: dict[str, tuple[aiohttp.ClientSession, int]] = {}
+    for name, box in upstreams.items():
+        ctx = ssl.create_default_context(cafile=str(box.certs.ca_crt))
+        ctx.load_cert_chain(str(box.certs.admin_crt), str(box.certs.admin_key))
+        assert box.state is not None
+        connector = aiohttp.TCPConnector(ssl=ctx)
+        sessions[name] = (aiohttp.ClientSession(connector=connector), box.state.ports["apiserver"])
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        seen.append(request.headers.get("Authorization", ""))
+        if request.match_info["cluster"] not in sessions:
+            return web.json_response({"message": "no such cluster"}, status=404)
+        session, port = sessions[request.match_info["cluster"]]
+        url = f"https://127.0.0.1:{port}/{request.match_info['rest']}"
+        headers = {k: v for k, v in request.headers.items() if k in ("Content-Type", "Accept")}
+        body = await request.read()
+        timeout = aiohttp.ClientTimeout(total=None)
+        async with session.request(
+            request.method, url, params=request.query, data=body or None, headers=headers, timeout=timeout
+        ) as upstream:
+            resp = web.StreamResponse(
+                status=upstream.status,
+                headers={"Content-Type": upstream.headers.get("Content-Type", "application/json")},
+            )
+            await resp.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await resp.write(chunk)
+            return resp
+
+    app = web.Application()
+    app.router.add_route("*", "/v2/clusters/{cluster}/proxy/{rest:.*}", forward)
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield port, seen
+    finally:
+        await runner.cleanup()
+        for session, _ in sessions.values():
+            await session.close()
+
+
+async def test_gpustack_api_mode_goes_through_the_servers_proxy_with_the_token_and_streams_a_websocket(
+    sandbox: Sandbox, kube: Client, tmp_path: Path
+) -> None:
+    async with (
+        serving_worker(sandbox, kube, tmp_path, "gw-proxied"),
+        gpustack_proxy({"one": sandbox}) as (port, seen),
+        gateway(tmp_path, f"--worker-conn-gpustack-api-port={port}") as gw,
+    ):
+        status, body = await gw.call("POST", "/workers", {"clusters": ["one"], "token": "s3cret"})
+        assert status == 200, body
+
+        async def synced() -> dict[str, Any] | None:
+            answer = await gw.get("/instancetypes?cluster=one")
+            return answer if states(answer) == {"one": "Synced"} else None
+
+        listed = await eventually(synced, timeout=60, what="cluster one synced through the proxy")
+        assert names(listed, "one"), "the controllers' InstanceTypes were not listed"
+        assert seen, "nothing went through the proxy"
+        assert set(seen) == {"Bearer s3cret"}, set(seen)
+
+        async with gw.session.ws_connect("http://gateway/instancetypes?cluster=one&watch=true") as ws:
+            first = json.loads((await ws.receive(timeout=10)).data)
+            assert (first["type"], first["cluster"], first["object"]["state"]) == ("STATUS", "one", "Synced")
+            await kube.create(V1_TYPES, cpu_type("gw-proxied"))
+            try:
+                while True:
+                    event = json.loads((await ws.receive(timeout=20)).data)
+                    if event["type"] == "ADDED" and event["object"]["metadata"]["name"] == "gw-proxied":
+                        break
+            finally:
+                await kube.delete(V1_TYPES, "gw-proxied")
+            assert event["cluster"] == "one"
