@@ -27,7 +27,7 @@ import pytest_asyncio
 import yaml
 from aiohttp import web
 
-from gpustack_operator.kube import definitions
+from gpustack_operator.kube import definitions, errors
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.resources import Resource
 from gpustack_operator.sandbox import build, kueue
@@ -130,6 +130,11 @@ def states(answer: dict[str, Any]) -> dict[str, str]:
 
 def names(answer: dict[str, Any], cluster: str) -> set[str]:
     return {i["object"]["metadata"]["name"] for i in answer["items"] if i["cluster"] == cluster}
+
+
+async def _state_is(gw: Gateway, cluster: str, state: str) -> dict[str, Any] | None:
+    answer: dict[str, Any] = await gw.get(f"/instancetypes?cluster={cluster}")
+    return answer if states(answer)[cluster] == state else None
 
 
 class Stream:
@@ -243,6 +248,38 @@ async def test_two_clusters_listed_watched_folded_and_a_dead_one_blocks_nothing(
                 if e["type"] == "ADDED" and e["object"]["metadata"]["name"] == "gw-new"
             ]
             assert len(added) == 1, "an object was told twice"
+
+            # cluster two's apiserver restarts: the gateway resumes from where it was, nothing told twice
+            await two.restart("kube-apiserver")
+
+            async def created_after_restart() -> bool:
+                try:
+                    await kube_two.create(V1_TYPES, cpu_type("gw-after-restart"))
+                except errors.KubeError:
+                    return False
+                return True
+
+            await eventually(created_after_restart, timeout=60, what="cluster two serving v1 again")
+            await eventually(
+                lambda: stream.seen("ADDED", "two", "gw-after-restart"),
+                timeout=30,
+                what="two streaming again",
+            )
+            told = [
+                (e["type"], e["object"]["metadata"]["resourceVersion"])
+                for e in stream.events
+                if e["cluster"] == "two"
+                and e["type"] != "STATUS"
+                and e["object"]["metadata"]["name"] == "gw-shared"
+            ]
+            # its status may really change (MODIFIED), but no version is told twice and it is added once
+            assert len({version for _, version in told}) == len(told), f"gw-shared of two told twice: {told}"
+            assert [kind for kind, _ in told].count("ADDED") == 1, told
+
+            back = await eventually(
+                lambda: _state_is(gw, "two", "Synced"), timeout=30, what="two Synced again after the restart"
+            )
+            assert names(back, "two") == {"gw-shared", "gw-after-restart"}
 
             # cluster two's worker dies: two is Unavailable, one keeps answering and streaming
             served_two.worker.proc.kill()

@@ -24,7 +24,7 @@ from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.conditions import conditions
 from gpustack_operator.kube.informer import Informer
 from gpustack_operator.kube.resources import APISERVICES, Resource
-from gpustack_operator.runtime import Backoff, Supervisor
+from gpustack_operator.runtime import Attempts, Backoff, Supervisor
 
 from .events import Event, Hub
 from .kinds import APISERVICE, GROUP_VERSION, KINDS, resource_from_discovery
@@ -147,12 +147,12 @@ class ClusterWatch:
         attempts = self._backoff.attempts()
         while True:
             try:
-                await self._connect_and_follow()
+                await self._connect_and_follow(attempts)
             except (errors.KubeError, errors.KubeConfigError, OSError, TimeoutError) as err:
                 self._set(ClusterState.UNAVAILABLE, str(err))
             await asyncio.sleep(attempts.next_delay())
 
-    async def _connect_and_follow(self) -> None:
+    async def _connect_and_follow(self, attempts: Attempts) -> None:
         if self._client is None:
             self._client = await self._connector(self.name, self.token)
         client = self._client
@@ -172,6 +172,7 @@ class ClusterWatch:
         while True:  # a failed probe raises, and _run marks the cluster Unavailable and comes back here
             await self._probe(client)
             self._set(ClusterState.SYNCED)
+            attempts.reset()  # the next failure is retried soon again
             await asyncio.sleep(self._probe_interval)
 
     async def _wait_apiservice(self, client: Client) -> None:
