@@ -3,7 +3,6 @@ the client leaves is unsubscribed (no watcher or task left behind)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
