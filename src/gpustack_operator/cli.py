@@ -44,6 +44,12 @@ SUBCOMMANDS = (
         "gpustack_operator.device_manager.command",
     ),
     Subcommand(
+        "worker-gateway",
+        (),
+        "one API over the InstanceTypes and Instances of many clusters (for the GPUStack server)",
+        "gpustack_operator.gateway.command",
+    ),
+    Subcommand(
         "sandbox",
         (),
         "a local Kubernetes control plane with Kueue and fake GPU nodes (for development and tests)",

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpustack_operator"
-# The aggregated API server owns aiohttp's server side; the sandbox hosts the kubelet stand-in.
-WEB_ALLOWED = ("apiserver", "sandbox")
+# The aggregated API server owns aiohttp's server side; the sandbox hosts the kubelet stand-in; the
+# worker-gateway serves its own HTTP/NDJSON/websocket API (design.md's layout).
+WEB_ALLOWED = ("apiserver", "gateway", "sandbox")
 
 
 def _imports(path: Path) -> set[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import json
 import logging
 import sys
@@ -38,6 +39,17 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
 DEFAULT_PAGE_SIZE = 500
+DEFAULT_TIMEOUT = 60.0
+"""Seconds one request may take unless the Client or the call says otherwise."""
+
+
+class Unset(enum.Enum):
+    """The type of UNSET: "the caller named no value", where None already means "no limit"."""
+
+    UNSET = enum.auto()
+
+
+UNSET = Unset.UNSET
 
 
 class Selectors(TypedDict, total=False):
@@ -109,8 +121,11 @@ class Client:
         clock: Clock | None = None,
         limiter: TokenBucket | None = None,
         observer: RequestObserver | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
+        """`timeout`: seconds one request may take when its caller names no timeout of its own."""
         self._api = api
+        self._timeout = timeout
         self._limiter = limiter
         self._observer = observer
         self._retries = retries
@@ -139,7 +154,7 @@ class Client:
         body: Any = None,
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
-        timeout: float | None = 60.0,
+        timeout: float | Unset | None = UNSET,
         retries: int | None = None,
         warnings: list[str] | None = None,
     ) -> JSONObj:
@@ -153,10 +168,11 @@ class Client:
         """
         attempts = self._backoff.attempts()
         limit = self._retries if retries is None else retries
+        seconds = self._timeout if isinstance(timeout, Unset) else timeout
         while True:
             status = 0
             try:
-                resp = await self._send(method, path, body, params, content_type, timeout)
+                resp = await self._send(method, path, body, params, content_type, seconds)
                 status = resp.status
                 async with resp:
                     data = await resp.read()
@@ -413,23 +429,47 @@ class Client:
 async def connect(
     kubeconfig: Path | None = None,
     *,
+    context: str | None = None,
     qps: float | None = None,
     burst: int | None = None,
     observer: RequestObserver | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Client:
-    """A Client from a kubeconfig file, or from the in-cluster service account when kubeconfig is None.
+    """A Client from a kubeconfig file (its `context`, else its current one), or from the in-cluster
+    service account when kubeconfig is None.
 
     With qps (and burst, default 2 x qps), every request, watches included, waits for a token first;
-    `observer` hears of every request (see RequestObserver).
+    `observer` hears of every request (see RequestObserver); `timeout` bounds each request that names none.
     """
     if kubeconfig is None:
         api: Transport = await asyncio.to_thread(_in_cluster)  # reads the token, CA and env
     else:
         from gpustack_operator.kube.kubeconfig import api_client  # kubernetes-asyncio: ~40 MB, only here
 
-        api = await api_client(kubeconfig)
-    limiter = TokenBucket(qps, burst or max(1, int(2 * qps))) if qps else None
-    return Client(api, limiter=limiter, observer=observer)
+        api = await api_client(kubeconfig, context=context)
+    return Client(api, limiter=_limiter(qps, burst), observer=observer, timeout=timeout)
+
+
+async def connect_url(
+    host: str,
+    *,
+    token: str | None = None,
+    insecure: bool = False,
+    qps: float | None = None,
+    burst: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Client:
+    """A Client for an API server (or a proxy in front of one) at `host`, a URL that may carry a path
+    prefix (`http://localhost:30080/v2/clusters/c1/proxy`), with an optional bearer token; `insecure`
+    skips verifying an HTTPS server's certificate."""
+    from gpustack_operator.kube.kubeconfig import url_client  # kubernetes-asyncio: ~40 MB, only here
+
+    api = url_client(host, token=token, insecure=insecure)
+    return Client(api, limiter=_limiter(qps, burst), timeout=timeout)
+
+
+def _limiter(qps: float | None, burst: int | None) -> TokenBucket | None:
+    return TokenBucket(qps, burst or max(1, int(2 * qps))) if qps else None
 
 
 def _in_cluster() -> InClusterTransport:
