@@ -76,7 +76,10 @@ class InstanceTypeReconciler:
             labels = queue_labels(it.get("spec"), self.settings.flag(INSTANCE_TYPE_AWARE_CPU_MANUFACTURER))
         except InvalidInstanceTypeError as e:
             raise TerminalError(f"InstanceType {key} names no pool: {e}", reason="InvalidSpec") from e
-        it = await self._lock(it)
+        locked = await self._lock(it)
+        if locked is None:
+            return DONE  # deleted meanwhile: its delete event is next
+        it = locked
         queue = self.cache.get(CLUSTER_QUEUES, key)
         if queue is None:
             await self._create_queue(key, labels)
@@ -93,7 +96,7 @@ class InstanceTypeReconciler:
         await self._write_status(it, desired_status(it, queue, self._cards(it, queue), overcommit=overcommit))
         return DONE
 
-    async def _lock(self, it: JSONObj) -> JSONObj:
+    async def _lock(self, it: JSONObj) -> JSONObj | None:
         finalizers = list(it["metadata"].get("finalizers") or [])
         if CONTROLLED_FINALIZER in finalizers:
             return it
@@ -146,7 +149,10 @@ class InstanceTypeReconciler:
         patch = status_patch(it.get("status"), desired)
         if patch is not None:
             name = it["metadata"]["name"]
-            await self.client.patch_status(INSTANCE_TYPES, name, patch, field_manager=FIELD_MANAGER)
+            try:
+                await self.client.patch_status(INSTANCE_TYPES, name, patch, field_manager=FIELD_MANAGER)
+            except errors.NotFound:
+                return  # deleted meanwhile: its delete event is next
             log.info("instancetype=%s status phase=%s", name, desired.get("phase"))
 
     async def _patch_queue(self, name: str, patch: dict[str, Any]) -> JSONObj | None:
@@ -156,10 +162,14 @@ class InstanceTypeReconciler:
         except errors.NotFound:
             return None
 
-    async def _patch_type(self, it: JSONObj, patch: dict[str, Any]) -> JSONObj:
-        return await self.client.patch(
-            INSTANCE_TYPES, it["metadata"]["name"], patch, field_manager=FIELD_MANAGER
-        )
+    async def _patch_type(self, it: JSONObj, patch: dict[str, Any]) -> JSONObj | None:
+        """Patch the InstanceType; None when it is gone (deleted meanwhile: NotFound means done)."""
+        try:
+            return await self.client.patch(
+                INSTANCE_TYPES, it["metadata"]["name"], patch, field_manager=FIELD_MANAGER
+            )
+        except errors.NotFound:
+            return None
 
     async def _teardown(self, it: JSONObj) -> Result:
         name, finalizers = it["metadata"]["name"], list(it["metadata"].get("finalizers") or [])
