@@ -146,17 +146,21 @@ SUBSTITUTIONS = (
 
 def normalise(text: str) -> str:
     out: list[str] = []
-    age_column = False
+    header: list[str] = []
     for line in text.strip("\n").splitlines():
         cells = line.split()
         if cells and cells[0] in ("NAME", "NAMESPACE"):
-            age_column = cells[-1] == "AGE"
-        elif age_column and cells and AGE.match(cells[-1]):
-            cells[-1] = "<age>"
-            line = " ".join(cells)
+            header = cells
+        elif "AGE" in header and cells:
+            # AGE last (after headers of two words, too), or where it stands in a table of one-word headers
+            at = -1 if header[-1] == "AGE" else header.index("AGE") if len(cells) == len(header) else None
+            if at is not None and AGE.match(cells[at]):
+                cells[at] = "<age>"
+                line = "  ".join(cells)
         for pattern, replacement in SUBSTITUTIONS:
             line = pattern.sub(replacement, line)
-        out.append(re.sub(r" {2,}", "  ", line).rstrip())
+        indent = len(line) - len(line.lstrip(" "))
+        out.append(line[:indent] + re.sub(r" {2,}", "  ", line[indent:]).rstrip())
     return "\n".join(out)
 
 
