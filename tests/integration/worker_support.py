@@ -92,7 +92,7 @@ class Workers:
         log = self._log_dir / f"{name}.log"
         environ = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         environ.update(KUBERNETES_POD_NAMESPACE=self.namespace, KUBERNETES_POD_NAME=name)
-        environ.update(env or {})
+        environ.update(env or {})  # a test may name another system namespace (the walkthrough: make run's)
         with log.open("wb") as sink:
             proc = await asyncio.create_subprocess_exec(
                 str(EXECUTABLE),
