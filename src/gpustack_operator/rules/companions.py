@@ -413,10 +413,11 @@ def _pvt_backing(view: JSONObj, old: Mapping[str, Any] | None) -> JSONObj:
         before = as_mapping(_pvt_view(old)["spec"].get("nfs"))
         now = as_mapping(_pvt_view(body)["spec"].get("nfs"))
         changed = sorted(k for k in {*before, *now} if before.get(k) != now.get(k))
-        if changed or old.get("provisioner") != NFS_PROVISIONER:
-            path = f"spec.nfs.{changed[0]}" if changed else "spec.nfs"
+        if old.get("provisioner") != NFS_PROVISIONER:
+            raise CompanionError([field.forbidden("spec.nfs", "the StorageClass behind is not an NFS one")])
+        if changed:
             raise CompanionError(
-                [field.invalid(path, now.get(changed[0]) if changed else None, "field is immutable")]
+                [field.invalid(f"spec.nfs.{key}", now.get(key), "field is immutable") for key in changed]
             )
     return body
 

@@ -45,6 +45,7 @@ from gpustack_operator.apiserver.requestinfo import is_watch
 from gpustack_operator.apiserver.status import (
     StatusError,
     bad_request,
+    from_kube_error,
     invalid,
     method_not_allowed,
     not_found,
@@ -333,17 +334,20 @@ class BackedView:
 
     def _reworded(self, err: KubeError, name: str) -> StatusError:
         """The upstream refusal, naming the view's resource instead of the object behind it."""
+        passed = from_kube_error(err)
         qualified = f"{self.served.plural}.{self.served.group}"
-        details: JSONObj = {"name": name, "group": self.served.group, "kind": self.served.plural}
-        causes = [{"reason": c.reason, "message": c.message, "field": c.field} for c in err.causes]
-        if causes:
-            details["causes"] = causes
-        message = err.message.replace(f'{self.backing.plural} "', f'{qualified} "')
-        code = err.status or 503
-        reason = err.reason if err.reason and err.reason != type(err).__name__ else "InternalError"
-        if code >= 500:
-            code, reason = 503, "ServiceUnavailable"
-        return StatusError(code, reason, message, details)
+        details: JSONObj = {**(passed.details or {}), "group": self.served.group, "kind": self.served.plural}
+        if name:
+            details["name"] = name
+        message = passed.message.replace(f'{self.backing.plural} "', f'{qualified} "')
+        if self.backing.group:
+            message = message.replace(f'{self.backing.plural}.{self.backing.group} "', f'{qualified} "')
+        if passed.code >= 500:  # the object behind is unreachable: a retryable answer, never a 500
+            return StatusError(503, "ServiceUnavailable", message, details)
+        # from_kube_error reads a reason equal to the error's class name (AlreadyExists) as unset and
+        # answers the code's generic one (Conflict); kubectl tells AlreadyExists apart, so keep it.
+        reason = err.reason if err.reason and err.reason != "KubeError" else passed.reason
+        return StatusError(passed.code, reason, message, details)
 
 
 def _params(request: web.Request, keys: frozenset[str] | set[str]) -> dict[str, str]:
