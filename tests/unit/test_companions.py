@@ -163,7 +163,11 @@ def test_persistent_volume_type_is_an_nfs_storage_class() -> None:
     assert view.to_view(klass)["spec"] == {"nfs": {**spec["nfs"], "share": "/"}}
     with pytest.raises(CompanionError) as err:
         view.to_backing({**obj, "spec": {"nfs": {"server": "10.0.0.10"}}}, klass)
-    assert [e.path for e in err.value.errors] == ["spec.nfs.mountOptions", "spec.nfs.server", "spec.nfs.subDirectory"]
+    assert [e.path for e in err.value.errors] == [
+        "spec.nfs.mountOptions",
+        "spec.nfs.server",
+        "spec.nfs.subDirectory",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -325,9 +325,7 @@ class BackedView:
 
     def _selected(self, request: web.Request) -> dict[str, str]:
         params = _params(request, _READ_KEYS)
-        version = params.get("resourceVersion", "")
-        if version and decimal(version) is None:
-            raise bad_request(f'invalid resourceVersion "{version}": must be a decimal number')
+        _check_version(params)
         selector = params.get("labelSelector", "").strip()
         params["labelSelector"] = f"{self.view.selector},{selector}" if selector else self.view.selector
         return params
@@ -356,6 +354,13 @@ def _params(request: web.Request, keys: frozenset[str] | set[str]) -> dict[str, 
         if key in keys and key not in _OURS:
             out.setdefault(key, value)
     return out
+
+
+def _check_version(params: Mapping[str, str]) -> None:
+    """A resourceVersion that is not a number is refused here: the API server answers it with a 500."""
+    version = params.get("resourceVersion", "")
+    if version and decimal(version) is None:
+        raise bad_request(f'invalid resourceVersion "{version}": must be a decimal number')
 
 
 def _write_params(request: web.Request) -> dict[str, str]:
