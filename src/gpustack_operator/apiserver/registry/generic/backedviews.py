@@ -151,11 +151,11 @@ class BackedView:
     # ---- reads -------------------------------------------------------------------------------------------
     async def _ours(self, request: web.Request, name: str) -> JSONObj:
         """The object behind `name`, when it is the view's; NotFound otherwise."""
+        params = _params(request, {"resourceVersion"}) if request.method in ("GET", "HEAD") else {}
+        _check_version(params)
         try:
             obj = await self.client.request(
-                "GET",
-                self.backing.path(name, _namespace(request)),
-                params=_params(request, {"resourceVersion"}),
+                "GET", self.backing.path(name, _namespace(request)), params=params
             )
         except KubeError as e:
             raise self._reworded(e, name) from None
