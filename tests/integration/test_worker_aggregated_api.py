@@ -703,7 +703,9 @@ _BODIES = st.one_of(
             "apiVersion": st.sampled_from(
                 ["worker.gpustack.ai/v1", "worker.gpustack.ai/v1alpha1", "gpustack.ai/v1", "v1"]
             ),
-            "kind": st.sampled_from(["InstanceType", "Instance", "Devices", "Setting", "Pod"]),
+            "kind": st.sampled_from(
+                ["InstanceType", "Instance", "Devices", "Setting", "Pod", "InstanceSSHPublicKey"]
+            ),
             "metadata": _JSON,
             "spec": _JSON,
         }
@@ -773,6 +775,10 @@ def test_fuzzed_requests_never_get_a_5xx_and_every_refusal_is_a_status(
                 "/apis/worker.gpustack.ai/v1/instances",
                 "/apis/worker.gpustack.ai/v1/instancetypeflavors",
                 f"/apis/gpustack.ai/v1/namespaces/{served.namespace}/settings",
+                "/apis/worker.gpustack.ai/v1/namespaces/default/instancesshpublickeys",
+                "/apis/worker.gpustack.ai/v1/namespaces/default/instanceimagepullsecrets",
+                "/apis/worker.gpustack.ai/v1/namespaces/default/instancepersistentvolumes",
+                "/apis/worker.gpustack.ai/v1/instancepersistentvolumetypes",
             ]
         ),
         name=_NAMES,

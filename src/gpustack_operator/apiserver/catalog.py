@@ -8,6 +8,7 @@ disagree. The order is the order of discovery's resource list and of the Swagger
 from __future__ import annotations
 
 from gpustack_operator.apiserver.registry import (
+    companions,
     devices,
     instances,
     instancetypeflavors,
@@ -24,6 +25,7 @@ CATALOG = ServedAPI(
         instancetypeflavors.RESOURCE,
         devices.RESOURCE,
         instances.RESOURCE,
+        *companions.RESOURCES,
         settings.RESOURCE,
     )
 )

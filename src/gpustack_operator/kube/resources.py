@@ -46,6 +46,7 @@ PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
 SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
+STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False)
 PERSISTENT_VOLUME_CLAIMS = Resource(
     "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True
 )

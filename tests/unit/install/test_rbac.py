@@ -29,9 +29,14 @@ NEVER_CLUSTER_WIDE = {
     ("", "pods/status"),
     ("", "configmaps"),
 }
-KNOWN_CLUSTER_WIDE = {("", "secrets", "get")}
+KNOWN_CLUSTER_WIDE = {
+    ("", "secrets", verb) for verb in ("get", "list", "watch", "create", "update", "delete")
+}
 """controllers.instance checks that the Secrets an Instance names exist in its namespace before it starts the
-Pod (`waiting for Secret "x"`); that read is cluster-wide until the check goes another way."""
+Pod (`waiting for Secret "x"`); that read is cluster-wide until the check goes another way. The Instance
+companions InstanceImagePullSecret and InstanceSSHPublicKey are views over Secrets in the users' namespaces
+(apiserver.registry.companions): the worker writes them after a SubjectAccessReview of the user, and only
+Secrets labelled as a companion's are ever served or changed, but the grant itself is cluster-wide."""
 
 
 def _committed(path: str) -> dict[str, Any]:
