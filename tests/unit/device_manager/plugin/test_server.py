@@ -159,7 +159,8 @@ async def test_a_card_held_in_one_mode_is_advertised_unhealthy_under_the_others_
     ):
         exclusive, sliced = whole.ListAndWatch(pb.Empty()), slices.ListAndWatch(pb.Empty())
         await exclusive.read(), await sliced.read()
-        assert cards.set_held(sliced_held) and not cards.set_held(sliced_held)  # unchanged: no resend
+        assert cards.set_held(sliced_held)
+        assert not cards.set_held(sliced_held)  # unchanged: no resend
         held_whole, held_sliced = await exclusive.read(), await sliced.read()
         cards.set_held({second_card: EXCLUSIVE.mode})
         swapped = await exclusive.read()
