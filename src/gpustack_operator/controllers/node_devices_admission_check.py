@@ -13,6 +13,28 @@ evicts and requeues, unless a Devices change of the pool made us say Ready meanw
 v0.17 acts on that Ready only once the 30 s are up (its workload reconciler returns early while `requeueAt` is
 in the future), so a Retry turned Ready waits out the rest of its 30 s.
 
+Binding: a Ready holds all the way to Allocate. The plan is only ours; two things make kube-scheduler and
+the kubelet follow it, each exact where the other is not:
+- A podSet the plan puts wholly on one node is pinned there: the Ready entry carries a podSetUpdate with
+  `nodeSelector: {kubernetes.io/hostname: <the node's label>}`. Kueue v0.17 merges every check's
+  podSetUpdates into the Pods when it starts the workload (jobframework: a Job's template before it is
+  unsuspended, a plain Pod's spec when it is ungated), so the Pod cannot bind elsewhere, whatever the
+  scheduler's scoring or a stale count says; the promise then covers exactly the cards the Pod will get.
+  Kueue refuses a podSetUpdate whose key the template sets to another value, so a podSet whose template
+  already selects a hostname is not pinned (the plan does not read the template's selector).
+- A podSet the plan spreads over several nodes cannot be pinned: a podSetUpdate is one nodeSelector for
+  every Pod of the podSet, and a label on the planned nodes would still let two Pods meet on one of them.
+  There the scheduler's own accounting is made true instead: the device plugin advertises a card held in
+  one mode as Unhealthy under the other modes' resources (device_manager.plugin.inventory), the kubelet
+  publishes allocatable = healthy devices, so a node whose 8 cards are half sliced offers 4
+  `nvidia.com/gpu` and the second 4-card Pod can only fit on another node.
+Not covered: the scheduler's count lags the device plugin (the kubelet's node status; a Pod placed on a
+count that just shrank is refused at Allocate, as without the check); the count is per mode, not per
+unit, so a spread podSet of slices or shares can still meet a card with too few units left; Pods that
+bypass the check (not queued) are seen only once their cards show in the ledger. A Ready entry is never
+rewritten (Kueue makes podSetUpdates immutable while Ready), and an eviction resets it to Pending without
+them. After a restart a Ready, not yet admitted workload is promised again on the node its entry pins.
+
 The promise book lives in memory: a workload seen Ready but not admitted yet with no promise in the book
 (after a worker restart, the first sync brings every such workload here) has its cards planned and
 promised again, without a write, so a restart does not give its cards to the next workload.
