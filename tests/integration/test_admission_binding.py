@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from functools import partial
 from typing import Any
 
 from gpustack_operator.api.json import JSONObj
@@ -122,7 +123,7 @@ async def job_pods(kube: Client, ns: str, name: str, count: int) -> list[dict[st
 async def run_job(chain: Chain, ns: str, name: str, cards: int, pods: int) -> list[dict[str, Any]]:
     kube = chain.kube
     await kube.create(JOBS, job(name, chain.entrance, cards, pods), ns)
-    running = await eventually(
+    running: list[dict[str, Any]] = await eventually(
         lambda: job_pods(kube, ns, name, pods),
         timeout=LONG,
         what=f"job {name}: {pods} Pods started with cards",
@@ -160,7 +161,7 @@ async def test_a_five_card_job_lands_on_the_one_node_whose_slices_were_freed_eve
         node = rng.choice(H100_NODES)
         await remove_pods(kube, ns, slices[node])
         want = tuple(8 if other == node else 4 for other in H100_NODES)
-        await eventually(lambda w=want: _frees(kube, w), timeout=LONG, what=f"ledger free {want}")
+        await eventually(partial(_frees, kube, want), timeout=LONG, what=f"ledger free {want}")
         name = f"five-{n}"
         (pod,) = await run_job(chain, ns, name, 5, 1)
         assert pod["spec"]["nodeName"] == node, (pod["spec"]["nodeName"], node)

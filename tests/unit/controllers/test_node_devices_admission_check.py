@@ -7,6 +7,8 @@ merges them back by entry name and refuses a stale resourceVersion.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllers import node_devices_admission_check, node_devices_admission_check_active
 from gpustack_operator.kube.resources import (
@@ -262,7 +264,7 @@ def node(name: str, hostname: str) -> JSONObj:
     return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": hostname}}}
 
 
-def pods_of(wl: JSONObj, count: int) -> JSONObj:
+def pods_of(wl: Any, count: int) -> Any:
     wl["spec"]["podSets"][0]["count"] = count
     wl["status"]["admission"]["podSetAssignments"][0]["count"] = count
     return wl
@@ -295,7 +297,7 @@ async def test_a_podset_the_plan_spreads_over_two_nodes_is_not_pinned_to_either(
 async def test_a_podset_whose_template_selects_a_hostname_gets_no_second_one() -> None:
     async with world(node_devices_admission_check.controller) as w:
         await pool(w, free(8), free(0, held=8))
-        wl = workload("own", 2)
+        wl: Any = workload("own", 2)
         wl["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "node-a"}
         w.put(WORKLOADS, wl)
         await w.settle(lambda: state(w, "own") == "Ready")
@@ -306,7 +308,7 @@ async def test_after_a_restart_a_pinned_ready_workload_is_promised_the_cards_of_
     async with world(node_devices_admission_check.controller) as w:
         # "one" was pinned to node-b before the restart; a fresh plan would have picked node-a (tie, by name)
         await pool(w, free(4, held=4), free(4, held=4))
-        one = workload("one", 4, state="Ready")
+        one: Any = workload("one", 4, state="Ready")
         one["status"]["admissionChecks"][1]["podSetUpdates"] = [
             {"name": "main", "nodeSelector": {"kubernetes.io/hostname": "node-b"}}
         ]
