@@ -13,6 +13,28 @@ evicts and requeues, unless a Devices change of the pool made us say Ready meanw
 v0.17 acts on that Ready only once the 30 s are up (its workload reconciler returns early while `requeueAt` is
 in the future), so a Retry turned Ready waits out the rest of its 30 s.
 
+Binding: a Ready holds all the way to Allocate. The plan is only ours; two things make kube-scheduler and
+the kubelet follow it, each exact where the other is not:
+- A podSet the plan puts wholly on one node is pinned there: the Ready entry carries a podSetUpdate with
+  `nodeSelector: {kubernetes.io/hostname: <the node's label>}`. Kueue v0.17 merges every check's
+  podSetUpdates into the Pods when it starts the workload (jobframework: a Job's template before it is
+  unsuspended, a plain Pod's spec when it is ungated), so the Pod cannot bind elsewhere, whatever the
+  scheduler's scoring or a stale count says; the promise then covers exactly the cards the Pod will get.
+  Kueue refuses a podSetUpdate whose key the template sets to another value, so a podSet whose template
+  already selects a hostname is not pinned (the plan does not read the template's selector).
+- A podSet the plan spreads over several nodes cannot be pinned: a podSetUpdate is one nodeSelector for
+  every Pod of the podSet, and a label on the planned nodes would still let two Pods meet on one of them.
+  There the scheduler's own accounting is made true instead: the device plugin advertises a card held in
+  one mode as Unhealthy under the other modes' resources (device_manager.plugin.inventory), the kubelet
+  publishes allocatable = healthy devices, so a node whose 8 cards are half sliced offers 4
+  `nvidia.com/gpu` and the second 4-card Pod can only fit on another node.
+Not covered: the scheduler's count lags the device plugin (the kubelet's node status; a Pod placed on a
+count that just shrank is refused at Allocate, as without the check); the count is per mode, not per
+unit, so a spread podSet of slices or shares can still meet a card with too few units left; Pods that
+bypass the check (not queued) are seen only once their cards show in the ledger. A Ready entry is never
+rewritten (Kueue makes podSetUpdates immutable while Ready), and an eviction resets it to Pending without
+them. After a restart a Ready, not yet admitted workload is promised again on the node its entry pins.
+
 The promise book lives in memory: a workload seen Ready but not admitted yet with no promise in the book
 (after a worker restart, the first sync brings every such workload here) has its cards planned and
 promised again, without a write, so a restart does not give its cards to the next workload.
@@ -64,9 +86,9 @@ from gpustack_operator.controllers.dependencies import Dependencies
 from gpustack_operator.controllers.node_devices_admission_check_pool import PoolCards, waiting_on_devices
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.client import Client
-from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, RESOURCE_FLAVORS, WORKLOADS
+from gpustack_operator.kube.resources import CLUSTER_QUEUES, DEVICES, NODES, RESOURCE_FLAVORS, WORKLOADS
 from gpustack_operator.rules.admission.demand import workload_demand
-from gpustack_operator.rules.admission.placement import READY_MESSAGE, RETRY_MESSAGE, Ask, Placement, place
+from gpustack_operator.rules.admission.placement import READY_MESSAGE, RETRY_MESSAGE, Ask, Plan, plan
 from gpustack_operator.rules.admission.promises import Promises
 from gpustack_operator.rules.cards import CardState
 
@@ -77,6 +99,8 @@ FIELD_MANAGER: Final = "gpustack-node-devices"
 RETRY_AFTER_SECONDS: Final = 30
 WORKERS: Final = 8
 """Reconciles at once (decisions stay one at a time, see the module docstring; the writes overlap)."""
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+"""The well-known node label a Ready podSet is pinned on (the kubelet sets it on every Node)."""
 
 
 def own_entry(wl: JSONObj) -> dict[str, Any] | None:
@@ -101,6 +125,25 @@ def queue_uses_check(queue: JSONObj | None, wl: JSONObj) -> bool:
     return not on_flavors.isdisjoint(indexers.assigned_flavors(wl))
 
 
+def pinned_hosts(entry: Mapping[str, Any]) -> dict[str, str]:
+    """podSet -> the hostname our entry's podSetUpdates pin it to."""
+    found = {}
+    for update in entry.get("podSetUpdates") or ():
+        host = ((update or {}).get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+        if host:
+            found[str(update.get("name"))] = str(host)
+    return found
+
+
+def _own_hostname_set(wl: JSONObj) -> set[str]:
+    """The podSets whose template already selects a hostname: a second value would fail the Job's start."""
+    return {
+        str(ps.get("name"))
+        for ps in (wl.get("spec") or {}).get("podSets") or ()
+        if HOSTNAME_LABEL in ((((ps.get("template") or {}).get("spec") or {}).get("nodeSelector")) or {})
+    }
+
+
 def _queue_name(wl: JSONObj) -> str:
     """The ClusterQueue the workload reserved quota in, or ""."""
     return next(iter(indexers.workload_cluster_queue(wl)), "")
@@ -114,10 +157,16 @@ def holds_reservation(wl: JSONObj) -> bool:
     return is_true(wl, WorkloadCondition.QUOTA_RESERVED) and not any(is_true(wl, c) for c in gone)
 
 
-def desired_entry(ready: bool) -> dict[str, Any]:
-    """Our entry's state and message (no transition time) for a decision."""
+def desired_entry(ready: bool, pins: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Our entry's state and message (no transition time) for a decision; a Ready one carries a
+    podSetUpdate pinning each podSet of `pins` (podSet -> hostname) to its one planned node."""
     if ready:
-        return {"name": CHECK, "state": CheckState.READY.value, "message": READY_MESSAGE}
+        entry: dict[str, Any] = {"name": CHECK, "state": CheckState.READY.value, "message": READY_MESSAGE}
+        if pins:
+            entry["podSetUpdates"] = [
+                {"name": name, "nodeSelector": {HOSTNAME_LABEL: host}} for name, host in sorted(pins.items())
+            ]
+        return entry
     return {
         "name": CHECK,
         "state": CheckState.RETRY.value,
@@ -158,16 +207,16 @@ class NodeDevicesAdmissionReconciler:
             if key not in self.promises:
                 self._promise_again(wl, key)
             return DONE
-        placement, ledger = self.decide(wl, key)
-        desired = desired_entry(placement is not None)
+        found, ledger = self.decide(wl, key)
+        desired = desired_entry(found is not None, None if found is None else self.pins(wl, found))
         if all(entry.get(k) == v for k, v in desired.items()):
             return DONE
         same = entry.get("state") == desired["state"] and entry.get("lastTransitionTime")
         desired["lastTransitionTime"] = entry["lastTransitionTime"] if same else rfc3339(self.now())
         meta = {k: wl["metadata"][k] for k in ("name", "namespace", "resourceVersion")}
         body = {"metadata": meta, "status": {"admissionChecks": [desired]}}
-        if placement is not None:
-            self.promises.hold(key, placement, ledger, self.clock())
+        if found is not None:
+            self.promises.hold(key, found.cards, ledger, self.clock())
         try:
             await self.client.apply(WORKLOADS, body, field_manager=FIELD_MANAGER, subresource="status")
         except errors.NotFound:
@@ -181,14 +230,36 @@ class NodeDevicesAdmissionReconciler:
 
     def _promise_again(self, wl: JSONObj, key: str) -> None:
         """A Ready workload Kueue has not admitted yet, with no promise in the book (the worker restarted,
-        or its promise ran out): its cards are planned and promised again, nothing is written."""
-        placement, ledger = self.decide(wl, key)
-        if placement is not None:
-            self.promises.hold(key, placement, ledger, self.clock())
+        or its promise ran out): its cards are planned and promised again, nothing is written; a podSet
+        the entry pins is planned on its pinned node only, where Kueue will put it."""
+        found, ledger = self.decide(wl, key, pinned_hosts(own_entry(wl) or {}))
+        if found is not None:
+            self.promises.hold(key, found.cards, ledger, self.clock())
             log.info("workload=%s check Ready, not admitted yet: its cards promised again", key)
 
-    def decide(self, wl: JSONObj, key: str) -> tuple[Placement | None, dict[str, Mapping[str, CardState]]]:
-        """Where the workload's Pods go on the cards not promised to others (None: some Pod fits nowhere)."""
+    def hostname(self, node: str) -> str:
+        """The node's `kubernetes.io/hostname` label (the node name when the Node is not cached)."""
+        labels = ((self.cache.get(NODES, node) or {}).get("metadata") or {}).get("labels") or {}
+        return str(labels.get(HOSTNAME_LABEL) or node)
+
+    def pins(self, wl: JSONObj, found: Plan) -> dict[str, str]:
+        """podSet -> the hostname of the one node the plan puts all its Pods on (a podSet spread over
+        several nodes, or whose template already selects a hostname, is not pinned)."""
+        nodes: dict[str, set[str]] = {}
+        for demand, pods in zip(workload_demand(wl), found.pods, strict=True):
+            nodes.setdefault(demand.name, set()).update(pods)
+        skip = _own_hostname_set(wl)
+        return {
+            name: self.hostname(next(iter(on)))
+            for name, on in nodes.items()
+            if len(on) == 1 and name not in skip
+        }
+
+    def decide(
+        self, wl: JSONObj, key: str, pinned: Mapping[str, str] | None = None
+    ) -> tuple[Plan | None, dict[str, Mapping[str, CardState]]]:
+        """Where the workload's Pods go on the cards not promised to others (None: some Pod fits nowhere);
+        a podSet of `pinned` (podSet -> hostname) only on the node of that hostname."""
         asks: list[Ask] = []
         ledger: dict[str, Mapping[str, CardState]] = {}
         for demand in workload_demand(wl):
@@ -197,8 +268,12 @@ class NodeDevicesAdmissionReconciler:
                 known = ledger.setdefault(node, rows)
                 if known is not rows:
                     ledger[node] = {**known, **rows}
-            asks.append(Ask(demand.count, demand.needs, tuple(cards)))
-        return place(asks, self.promises.against(ledger, self.clock(), skip=key)), ledger
+            nodes = tuple(cards)
+            host = (pinned or {}).get(demand.name)
+            if host is not None:
+                nodes = tuple(n for n in nodes if self.hostname(n) == host)
+            asks.append(Ask(demand.count, demand.needs, nodes))
+        return plan(asks, self.promises.against(ledger, self.clock(), skip=key)), ledger
 
 
 def _uses_check(old: JSONObj | None, new: JSONObj | None) -> bool:
@@ -216,6 +291,7 @@ def controller(deps: Dependencies) -> ControllerSpec:
             mapped(DEVICES, waiting_on_devices(deps.cache)),
             reads(RESOURCE_FLAVORS),
             reads(CLUSTER_QUEUES),
+            reads(NODES),
         ),
         indexes=(
             indexers.WORKLOADS_WAITING_BY_FLAVOR,

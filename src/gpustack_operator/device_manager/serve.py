@@ -253,6 +253,7 @@ class PodEvents:
 
     def on_add(self, obj: dict[str, Any]) -> None:
         if p.is_active(obj) and ANNOTATION in (p.meta(obj).get("annotations") or {}):
+            self.allocator.publish_held_soon()
             self.writer.kick()
 
     def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:

@@ -7,12 +7,15 @@ merges them back by entry name and refuses a stale resourceVersion.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpustack_operator.api.json import JSONObj
 from gpustack_operator.controllers import node_devices_admission_check, node_devices_admission_check_active
 from gpustack_operator.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
     DEVICES,
+    NODES,
     RESOURCE_FLAVORS,
     WORKLOADS,
 )
@@ -255,3 +258,65 @@ async def test_the_node_devices_check_is_kept_active() -> None:
         w.update(ADMISSION_CHECKS, CHECK, {"metadata": {"finalizers": ["kueue.x-k8s.io/resource-in-use"]}})
         await w.settle()
         assert len(w.client.writes) == 1
+
+
+def node(name: str, hostname: str) -> JSONObj:
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": hostname}}}
+
+
+def pods_of(wl: Any, count: int) -> Any:
+    wl["spec"]["podSets"][0]["count"] = count
+    wl["status"]["admission"]["podSetAssignments"][0]["count"] = count
+    return wl
+
+
+def pinned(e: JSONObj) -> list[JSONObj]:
+    return list(e.get("podSetUpdates") or [])
+
+
+async def test_a_ready_podset_planned_on_one_node_is_pinned_to_that_nodes_hostname() -> None:
+    async with world(node_devices_admission_check.controller) as w:
+        w.put(NODES, node("node-a", "host-a"))
+        w.put(NODES, node("node-b", "host-b"))
+        await pool(w, free(4, held=4), free(8))
+        w.put(WORKLOADS, workload("five", 5))
+        await w.settle(lambda: state(w, "five") == "Ready")
+        assert pinned(entry(w, "five")) == [
+            {"name": "main", "nodeSelector": {"kubernetes.io/hostname": "host-b"}}
+        ]
+
+
+async def test_a_podset_the_plan_spreads_over_two_nodes_is_not_pinned_to_either() -> None:
+    async with world(node_devices_admission_check.controller) as w:
+        await pool(w, free(4, held=4), free(4, held=4))
+        w.put(WORKLOADS, pods_of(workload("pair", 4), 2))
+        await w.settle(lambda: state(w, "pair") == "Ready")
+        assert pinned(entry(w, "pair")) == []
+
+
+async def test_a_podset_whose_template_selects_a_hostname_gets_no_second_one() -> None:
+    async with world(node_devices_admission_check.controller) as w:
+        await pool(w, free(8), free(0, held=8))
+        wl: Any = workload("own", 2)
+        wl["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "node-a"}
+        w.put(WORKLOADS, wl)
+        await w.settle(lambda: state(w, "own") == "Ready")
+        assert pinned(entry(w, "own")) == []
+
+
+async def test_after_a_restart_a_pinned_ready_workload_is_promised_the_cards_of_its_pinned_node() -> None:
+    async with world(node_devices_admission_check.controller) as w:
+        # "one" was pinned to node-b before the restart; a fresh plan would have picked node-a (tie, by name)
+        await pool(w, free(4, held=4), free(4, held=4))
+        one: Any = workload("one", 4, state="Ready")
+        one["status"]["admissionChecks"][1]["podSetUpdates"] = [
+            {"name": "main", "nodeSelector": {"kubernetes.io/hostname": "node-b"}}
+        ]
+        w.put(WORKLOADS, one)
+        await w.settle()
+        assert w.client.writes == []
+        w.put(WORKLOADS, workload("two", 4))
+        await w.settle(lambda: state(w, "two") == "Ready")
+        assert pinned(entry(w, "two")) == [
+            {"name": "main", "nodeSelector": {"kubernetes.io/hostname": "node-a"}}
+        ]

@@ -120,6 +120,7 @@ class Allocator:
         self.workdirs = WorkDirs(config.paths)
         self._lock = asyncio.Lock()
         self._pod_locks: dict[str, asyncio.Lock] = {}
+        self._publish_pending = False
 
     # ---- AllocationHandler ---------------------------------------------------------------------------------
     async def allocate(self, resource: ResourceSpec, device_ids: Sequence[str]) -> ContainerResponse:
@@ -161,12 +162,36 @@ class Allocator:
         return prefer(resource.mode, available, must_include, size, holdings, order, need)
 
     # ---- lifecycle hooks -----------------------------------------------------------------------------------
+    def publish_held(self) -> None:
+        """Tell the inventories the mode each card is held in now (the pods' records and this process's
+        reservations), so the resource servers advertise what each resource can really take."""
+        modes = self.planner.holdings(self.pods.cached()).modes()
+        for inventory in self.inventories.values():
+            if inventory.set_held(modes):
+                log.info(
+                    "node=%s cards held now: %s",
+                    self.config.node_name,
+                    ", ".join(f"{uuid}={mode.label}" for (_, uuid), mode in sorted(modes.items())) or "none",
+                )
+
+    def publish_held_soon(self) -> None:
+        """`publish_held` once the current burst of events is handled (an informer's first list delivers
+        every pod of the node in one go: one rebuild, not one per pod)."""
+        if not self._publish_pending:
+            self._publish_pending = True
+            asyncio.get_running_loop().call_soon(self._publish_now)
+
+    def _publish_now(self) -> None:
+        self._publish_pending = False
+        self.publish_held()
+
     def release(self, pod: Mapping[str, Any]) -> None:
         """The pod is gone or finished: it holds nothing any more (its work dir goes with `collect`)."""
         uid = p.pod_uid(pod)
         if self.reservations.get(uid) is not None:
             self.reservations.release(uid)
             log.info("released reservation pod=%s", p.pod_key(pod))
+        self.publish_held()
         lock = self._pod_locks.get(uid)
         if lock is not None and not lock.locked():
             del self._pod_locks[uid]
@@ -184,6 +209,7 @@ class Allocator:
         now, window = self.clock.now(), self.config.retry_window
         for uid, ghost in self.reservations.expire(live | writing, now, window):
             self._pod_locks.pop(uid, None)
+            self.publish_held()
             log.warning(
                 "dropped reservation pod=%s uid=%s: not in the pod cache for over %.0fs",
                 ghost.key,
@@ -253,6 +279,7 @@ class Allocator:
             self.reservations.mark_served(uid, key, plan.container)
         else:
             self.reservations.reserve(uid, key, plan.container, plan.allocation)
+            self.publish_held()
 
     def _plan(
         self,

@@ -154,6 +154,10 @@ class Holdings:
         """True when every card is free or held in `mode` and has the units the demand takes from it."""
         return all(self.get(key).can_take(mode, units) for key, units in demand.items())
 
+    def modes(self) -> dict[CardKey, DeviceAllocationMode]:
+        """The mode of every card held now."""
+        return {key: holding.mode for key, holding in self._cards.items() if holding.mode is not NONE}
+
     def oversold(self) -> dict[CardKey, Holding]:
         """Every card whose holders add up to more than the card."""
         return {key: holding for key, holding in self._cards.items() if holding.oversold}

@@ -5,15 +5,26 @@ allocator all need the same cards as flat records (group, UUID, index, VRAM, CUD
 and need to hear when they change, so ListAndWatch can resend its list. This is that shared, observable
 view: `update()` takes fresh groups, bumps a version only when something a server advertises changed, and
 wakes every waiter.
+
+It also carries the mode each card is held in now (`set_held`, from the allocator's Holdings): a card held
+in one mode cannot serve another (the card model, rules.cards), so a resource server advertises such a
+card's tokens Unhealthy under the other modes' resources (`serves`). The kubelet publishes allocatable =
+healthy devices per resource, so kube-scheduler's own accounting then sees, per node, how many cards each
+resource can really take: a half-sliced node offers 4 `nvidia.com/gpu`, not 8. A card held in a mode keeps
+that mode's tokens healthy (the holders' requests already count against them; marking them would count
+the card twice).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gpustack_operator.api.types.devices import AcceleratorsFeature, DevicesGroup
+from gpustack_operator.api.types.devices import AcceleratorsFeature, DeviceAllocationMode, DevicesGroup
+
+NONE = DeviceAllocationMode.NONE
+VISIBILITY = DeviceAllocationMode.VISIBILITY
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,7 @@ class Inventory:
     def __init__(self, manufacturer: str, groups: Iterable[DevicesGroup] = ()) -> None:
         self.manufacturer = manufacturer
         self._cards: dict[tuple[str, str], CardInfo] = {c.key: c for c in cards_of(groups, manufacturer)}
+        self._held: dict[tuple[str, str], DeviceAllocationMode] = {}
         self._version = 0
         self._changed = asyncio.Event()
 
@@ -102,16 +114,34 @@ class Inventory:
     def card(self, key: tuple[str, str]) -> CardInfo | None:
         return self._cards.get(key)
 
+    def serves(self, card: CardInfo, mode: DeviceAllocationMode) -> bool:
+        """The card is healthy and can serve `mode` now: free, or held in that mode (visibility mirrors a
+        main container, so it only follows the card's health)."""
+        return card.healthy and (mode is VISIBILITY or self._held.get(card.key, NONE) in (NONE, mode))
+
     def update(self, groups: Iterable[DevicesGroup]) -> bool:
         """Replace the cards with those in `groups`; True (and waiters woken) when anything changed."""
         fresh = {c.key: c for c in cards_of(groups, self.manufacturer)}
         if fresh == self._cards:
             return False
         self._cards = fresh
+        self._bump()
+        return True
+
+    def set_held(self, held: Mapping[tuple[str, str], DeviceAllocationMode]) -> bool:
+        """The mode each card is held in now (cards not named are free); True (and waiters woken) when that
+        changed (kept for cards detection has not reported yet, too)."""
+        mine = {key: mode for key, mode in held.items() if mode is not NONE}
+        if mine == self._held:
+            return False
+        self._held = mine
+        self._bump()
+        return True
+
+    def _bump(self) -> None:
         self._version += 1
         event, self._changed = self._changed, asyncio.Event()
         event.set()
-        return True
 
     async def wait_changed(self, seen: int) -> int:
         """Return the current version as soon as it differs from `seen`."""

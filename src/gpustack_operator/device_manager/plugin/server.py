@@ -131,10 +131,11 @@ class ResourceServer(rpc.DevicePluginServicer):
         return pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 
     def devices(self) -> list[pb.Device]:
-        """The full device list for this resource: every token of every card, with the card's health."""
+        """The full device list for this resource: every token of every card, healthy when the card is and
+        can serve this resource's mode now (inventory.py: a card held in another mode is Unhealthy here)."""
         devices = []
         for card in self.inventory.cards():
-            health = HEALTHY if card.healthy else UNHEALTHY
+            health = HEALTHY if self.inventory.serves(card, self.resource.mode) else UNHEALTHY
             topology = None
             if card.numa_node is not None:
                 topology = pb.TopologyInfo(nodes=[pb.NUMANode(ID=card.numa_node)])

@@ -24,7 +24,7 @@ from typing import Final
 
 from gpustack_operator.rules.cards import CardState, Need, best_card
 
-__all__ = ["READY_MESSAGE", "RETRY_MESSAGE", "Ask", "Ledger", "Placement", "place"]
+__all__ = ["READY_MESSAGE", "RETRY_MESSAGE", "Ask", "Ledger", "Placement", "Plan", "place", "plan"]
 
 READY_MESSAGE: Final = "the assigned flavor pool has enough free cards to place the request"
 RETRY_MESSAGE: Final = (
@@ -35,6 +35,14 @@ Ledger = Mapping[str, Mapping[str, CardState]]
 """Node (Devices name) -> card ID -> its ledger row: the usable cards of the candidate nodes."""
 Placement = dict[str, dict[str, Need]]
 """Node -> card ID -> what the placed Pods take from it (one mode per card, units summed)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A placement, and the node of each Pod of each ask (`pods[i]`: ask i's Pods, in the asks' order)."""
+
+    cards: Placement
+    pods: tuple[tuple[str, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,13 @@ def _fit(cards: Mapping[str, CardState], needs: Sequence[Need]) -> dict[str, Nee
 
 
 def place(asks: Sequence[Ask], ledger: Ledger) -> Placement | None:
-    """Where every Pod of every ask goes (see the module docstring), or None when some Pod fits nowhere.
+    """Where every Pod of every ask goes (see the module docstring), or None when some Pod fits nowhere."""
+    found = plan(asks, ledger)
+    return None if found is None else found.cards
+
+
+def plan(asks: Sequence[Ask], ledger: Ledger) -> Plan | None:
+    """`place`, also saying which node each Pod went to (what the check pins a podSet to).
 
     The node a Pod leaves tightest is the fitting node with the least spare units now (a fit takes
     exactly the Pod's units wherever it lands), so an ask's nodes wait in a heap by (spare, name) and
@@ -78,7 +92,8 @@ def place(asks: Sequence[Ask], ledger: Ledger) -> Placement | None:
     changed: dict[str, dict[str, CardState]] = {}
     spare: dict[str, int] = {}
     placement: Placement = {}
-    for ask in sorted(asks, key=lambda a: -sum(n.units for n in a.needs)):
+    pods: list[list[str]] = [[] for _ in asks]
+    for index, ask in sorted(enumerate(asks), key=lambda a: -sum(n.units for n in a[1].needs)):
         units = sum(n.units for n in ask.needs)
         heap = []
         for node in set(ask.nodes) & state.keys():
@@ -104,5 +119,6 @@ def place(asks: Sequence[Ask], ledger: Ledger) -> Placement | None:
                 held = placement.setdefault(node, {}).get(cid)
                 placement[node][cid] = need if held is None else replace(held, units=held.units + need.units)
             spare[node] -= units
+            pods[index].append(node)
             heapq.heappush(heap, (spare[node], node))
-    return placement
+    return Plan(placement, tuple(tuple(p) for p in pods))

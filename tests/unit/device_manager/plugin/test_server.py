@@ -145,3 +145,26 @@ async def test_start_replaces_a_stale_socket_file(sock_dir: Path, handler: Recor
     server.socket.write_text("stale")
     async with serving(server) as client:
         assert (await client.GetDevicePluginOptions(pb.Empty())).get_preferred_allocation_available
+
+
+async def test_a_card_held_in_one_mode_is_advertised_unhealthy_under_the_others_until_released(
+    sock_dir: Path, handler: RecordingHandler
+) -> None:
+    cards: Inventory = inventory(group(count=2))
+    first_card, second_card = (c.key for c in cards.cards())
+    sliced_held = {first_card: SLICED.mode}
+    slices = ResourceServer(SLICED, cards, handler, sock_dir)
+    async with serving(ResourceServer(EXCLUSIVE, cards, handler, sock_dir)) as whole:
+        exclusive = whole.ListAndWatch(pb.Empty())
+        await exclusive.read()
+        assert cards.set_held(sliced_held)
+        assert not cards.set_held(sliced_held)  # unchanged: no resend
+        held_whole = await exclusive.read()
+        held_sliced = slices.devices()
+        cards.set_held({second_card: EXCLUSIVE.mode})
+        swapped = await exclusive.read()
+        exclusive.cancel()
+    assert [d.health for d in held_whole.devices] == [UNHEALTHY, HEALTHY]  # kubelet allocatable 1, not 2
+    assert {d.health for d in held_sliced} == {HEALTHY}  # a sliced card keeps its slices
+    assert [d.health for d in swapped.devices] == [HEALTHY, HEALTHY]  # the holder's own card stays healthy
+    assert {d.health for d in slices.devices()[len(slices.devices()) // 2 :]} == {UNHEALTHY}  # held whole
