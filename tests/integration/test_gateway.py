@@ -27,6 +27,7 @@ import pytest_asyncio
 import yaml
 from aiohttp import web
 
+from gpustack_operator.gateway.kinds import KINDS
 from gpustack_operator.kube import definitions, errors
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.resources import Resource
@@ -173,8 +174,13 @@ async def test_two_clusters_listed_watched_folded_and_a_dead_one_blocks_nothing(
             stack.enter_async_context(serving_worker(two, kube_two, tmp_path / "two", "gw-two")),
         )
         print(f"both workers ready in {time.monotonic() - t0:.1f}s")
+        # The same hardware on both clusters. The sandbox's InstanceType defaulting fills `manufacturer:
+        # generic` from its CPU pool's flavors once the worker has made them (the bare cluster has none, and a
+        # type made a moment earlier stays unfilled): say it up front so all three store the same spec.
         for client, name in ((kube, "gw-shared"), (kube, "gw-only-one"), (kube_two, "gw-shared")):
-            await client.create(V1_TYPES, cpu_type(name))
+            manifest = cpu_type(name)
+            manifest["spec"]["manufacturer"] = "generic"
+            await client.create(V1_TYPES, manifest)
         stack.push_async_callback(kube.delete, V1_TYPES, "gw-shared")
         stack.push_async_callback(kube.delete, V1_TYPES, "gw-only-one")
 
@@ -205,7 +211,8 @@ async def test_two_clusters_listed_watched_folded_and_a_dead_one_blocks_nothing(
         print(f"both clusters synced in the gateway at {time.monotonic() - t0:.1f}s")
         assert {"gw-shared", "gw-only-one"} <= names(listed, "one")
         assert names(listed, "two") == {"gw-shared"}
-        assert {c["name"]: c["kinds"] for c in listed["clusters"]}["two"] == ["Instance", "InstanceType"]
+        # the worker serves every kind the gateway follows (the Instance companions included)
+        assert {c["name"]: c["kinds"] for c in listed["clusters"]}["two"] == sorted(KINDS)
         every = await gw.get("/instancetypes")  # no cluster named: every subscribed one
         assert names(every, "two") == {"gw-shared"}
         instances = await gw.get("/instances?cluster=two")
