@@ -409,4 +409,12 @@ async def test_gpustack_api_mode_goes_through_the_servers_proxy_with_the_token_a
                         break
             finally:
                 await kube.delete(V1_TYPES, "gw-proxied")
+                # gone while its worker still runs, so its queue goes with it (a later module sees none)
+                await eventually(
+                    lambda: _gone(kube, "gw-proxied"), timeout=120, what="InstanceType gw-proxied gone"
+                )
             assert event["cluster"] == "one"
+
+
+async def _gone(kube: Client, name: str) -> bool:
+    return await kube.get_or_none(V1_TYPES, name) is None
