@@ -30,11 +30,14 @@ from gpustack_operator.apiserver.discovery import ServedResource
 from gpustack_operator.apiserver.negotiation import negotiate
 from gpustack_operator.apiserver.registry.generic.cachedreads import decimal
 from gpustack_operator.apiserver.registry.generic.crdproxy import (
-    DEFAULT_WATCH_SECONDS,
     WATCH_SLACK,
     decode_json,
+    include_object,
     manager_from_user_agent,
     patch_type,
+    url_namespace,
+    verb_of,
+    watch_seconds,
 )
 from gpustack_operator.apiserver.registry.generic.representation import (
     render_event,
@@ -117,7 +120,7 @@ class BackedView:
     async def every_namespace(self, request: web.Request) -> web.StreamResponse:
         if request.method in ("GET", "HEAD"):
             return await self.collection(request)
-        raise method_not_allowed(_verb(request.method), self.served.kind)
+        raise method_not_allowed(verb_of(request.method), self.served.kind)
 
     async def collection(self, request: web.Request) -> web.StreamResponse:
         if request.method in ("GET", "HEAD"):
@@ -126,14 +129,14 @@ class BackedView:
             return await self._list(request)
         if request.method == "POST":
             return await self._create(request)
-        raise method_not_allowed(_verb(request.method), self.served.kind)
+        raise method_not_allowed(verb_of(request.method), self.served.kind)
 
     async def item(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
         if request.method in ("GET", "HEAD"):
             rep = negotiate(request.headers.get("Accept", ""), is_list=False)
             obj = self.view.to_view(await self._ours(request, name))
-            return web.json_response(render_object(rep, obj, self.columns, _include(request)))
+            return web.json_response(render_object(rep, obj, self.columns, include_object(request)))
         if request.method == "PUT":
             body = self._checked(decode_json(await request.read()))
             return await self._replace(request, name, body)
@@ -146,7 +149,7 @@ class BackedView:
             return await self._replace(request, name, merge_patch(current, patch))
         if request.method == "DELETE":
             return await self._delete(request, name)
-        raise method_not_allowed(_verb(request.method), self.served.kind)
+        raise method_not_allowed(verb_of(request.method), self.served.kind)
 
     # ---- reads -------------------------------------------------------------------------------------------
     async def _ours(self, request: web.Request, name: str) -> JSONObj:
@@ -155,7 +158,7 @@ class BackedView:
         _check_version(params)
         try:
             obj = await self.client.request(
-                "GET", self.backing.path(name, _namespace(request)), params=params
+                "GET", self.backing.path(name, url_namespace(request)), params=params
             )
         except KubeError as e:
             raise self._reworded(e, name) from None
@@ -167,7 +170,10 @@ class BackedView:
         rep = negotiate(request.headers.get("Accept", ""), is_list=True)
         try:
             doc = await self.client.request(
-                "GET", self.backing.path(None, _namespace(request)), params=self._selected(request), retries=0
+                "GET",
+                self.backing.path(None, url_namespace(request)),
+                params=self._selected(request),
+                retries=0,
             )
         except KubeError as e:
             raise self._reworded(e, "") from None
@@ -178,16 +184,16 @@ class BackedView:
             "metadata": as_mapping(doc.get("metadata")),
             "items": items,
         }
-        return web.json_response(render_list(rep, served, self.columns, _include(request)))
+        return web.json_response(render_list(rep, served, self.columns, include_object(request)))
 
     async def _watch(self, request: web.Request) -> web.StreamResponse:
         rep = negotiate(request.headers.get("Accept", ""), is_list=False)
-        include = _include(request)
+        include = include_object(request)
         params = self._selected(request)
-        seconds = _seconds(params.get("timeoutSeconds"))
+        seconds = watch_seconds(params.get("timeoutSeconds"))
         try:
             upstream = self.client.stream(
-                self.backing.path(None, _namespace(request)),
+                self.backing.path(None, url_namespace(request)),
                 params=params,
                 read_timeout=seconds + WATCH_SLACK,
             )
@@ -229,7 +235,7 @@ class BackedView:
     # ---- writes ------------------------------------------------------------------------------------------
     async def _create(self, request: web.Request) -> web.Response:
         body = self._checked(decode_json(await request.read()))
-        namespace = _namespace(request)
+        namespace = url_namespace(request)
         meta = as_mapping(body.get("metadata"))
         if namespace and meta.get("namespace") not in (None, "", namespace):
             raise bad_request(
@@ -259,7 +265,7 @@ class BackedView:
         old = await self._ours(request, name)
         backing = self._converted({**body, "metadata": {**meta, "name": name}}, old)
         if self.served.namespaced:
-            backing["metadata"]["namespace"] = _namespace(request)
+            backing["metadata"]["namespace"] = url_namespace(request)
         old_meta = as_mapping(old.get("metadata"))
         backing["metadata"]["uid"] = old_meta.get("uid")
         if "creationTimestamp" in old_meta:
@@ -267,7 +273,7 @@ class BackedView:
         try:
             written = await self.client.request(
                 "PUT",
-                self.backing.path(name, _namespace(request)),
+                self.backing.path(name, url_namespace(request)),
                 body=backing,
                 params=_write_params(request),
                 retries=0,
@@ -292,7 +298,7 @@ class BackedView:
         try:
             answer = await self.client.request(
                 "DELETE",
-                self.backing.path(name, _namespace(request)),
+                self.backing.path(name, url_namespace(request)),
                 body=options,
                 params=_params(request, _DELETE_KEYS),
                 retries=0,
@@ -370,24 +376,3 @@ def _write_params(request: web.Request) -> dict[str, str]:
         if manager:
             params["fieldManager"] = manager
     return params
-
-
-def _seconds(text: str | None) -> float:
-    try:
-        return max(float(text or DEFAULT_WATCH_SECONDS), 0.0)
-    except ValueError:
-        return DEFAULT_WATCH_SECONDS
-
-
-def _namespace(request: web.Request) -> str | None:
-    return request.match_info.get("namespace")
-
-
-def _include(request: web.Request) -> str:
-    return request.query.get("includeObject", "")
-
-
-def _verb(method: str) -> str:
-    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
-        method, method.lower()
-    )

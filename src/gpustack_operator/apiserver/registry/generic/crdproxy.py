@@ -127,7 +127,7 @@ class CRDProxy:
         """A namespaced resource across all namespaces (`kubectl get -A`): list and watch only, as kube."""
         if request.method in ("GET", "HEAD"):
             return await self.collection(request)
-        raise method_not_allowed(_verb(request.method), self.served.kind)
+        raise method_not_allowed(verb_of(request.method), self.served.kind)
 
     async def collection(self, request: web.Request) -> web.StreamResponse:
         if request.method in ("GET", "HEAD"):
@@ -138,7 +138,7 @@ class CRDProxy:
             return await self._create(request)
         if request.method == "DELETE":
             return await self._write(request, "DELETE", None, await self._optional_body(request))
-        raise method_not_allowed(_verb(request.method), self.served.kind)
+        raise method_not_allowed(verb_of(request.method), self.served.kind)
 
     async def item(self, request: web.Request) -> web.StreamResponse:
         return await self._item(request, None)
@@ -160,7 +160,7 @@ class CRDProxy:
             return await self._write(request, "PATCH", name, patch, sub, content_type)
         if request.method == "DELETE":
             return await self._write(request, "DELETE", name, await self._optional_body(request))
-        raise method_not_allowed(_verb(request.method), self.served.kind)
+        raise method_not_allowed(verb_of(request.method), self.served.kind)
 
     # ---- reads -------------------------------------------------------------------------------------------
     async def _get(self, request: web.Request, name: str, sub: str | None) -> web.Response:
@@ -169,9 +169,9 @@ class CRDProxy:
         obj = self.reads.get(name, params, rep)
         if obj is None:
             obj = await self.client.request(
-                "GET", self.stored.path(name, _namespace(request), sub), params=params, retries=0
+                "GET", self.stored.path(name, url_namespace(request), sub), params=params, retries=0
             )
-        body = render_object(rep, self.versions.to_served(obj), self.columns, _include(request))
+        body = render_object(rep, self.versions.to_served(obj), self.columns, include_object(request))
         return web.json_response(body)
 
     async def _list(self, request: web.Request) -> web.Response:
@@ -180,14 +180,14 @@ class CRDProxy:
         doc = self.reads.list(params)
         if doc is None:
             doc = await self.client.request(
-                "GET", self.stored.path(None, _namespace(request)), params=params, retries=0
+                "GET", self.stored.path(None, url_namespace(request)), params=params, retries=0
             )
-        body = render_list(rep, self.versions.to_served(doc), self.columns, _include(request))
+        body = render_list(rep, self.versions.to_served(doc), self.columns, include_object(request))
         return web.json_response(body)
 
     async def _watch(self, request: web.Request) -> web.StreamResponse:
         rep = negotiate(request.headers.get("Accept", ""), is_list=False)
-        include = _include(request)
+        include = include_object(request)
         params = _forwarded(request)
 
         def encode(stored: JSONObj, first: bool) -> bytes:
@@ -223,9 +223,9 @@ class CRDProxy:
                 return await send(cached, self.watches)
             finally:
                 await cached.aclose()  # a client gone mid-write leaves no timer behind
-        seconds = _seconds(params.get("timeoutSeconds"))
+        seconds = watch_seconds(params.get("timeoutSeconds"))
         async with self.client.stream(
-            self.stored.path(None, _namespace(request)), params=params, read_timeout=seconds + WATCH_SLACK
+            self.stored.path(None, url_namespace(request)), params=params, read_timeout=seconds + WATCH_SLACK
         ) as lines:
             return await send((json.loads(line) async for line in lines), None)
 
@@ -235,7 +235,7 @@ class CRDProxy:
         warnings: list[str] = []
         created = await self.client.request(
             "POST",
-            self.stored.path(None, _namespace(request)),
+            self.stored.path(None, url_namespace(request)),
             body=self.versions.to_stored(body),
             params=_write_params(request),
             retries=0,
@@ -253,7 +253,7 @@ class CRDProxy:
         sub: str | None = None,
         content_type: str = "application/json",
     ) -> web.Response:
-        namespace = _namespace(request)
+        namespace = url_namespace(request)
         path = self.stored.path(name, namespace, sub) if name else self.stored.path(None, namespace)
         warnings: list[str] = []
         answer = await self.client.request(
@@ -371,7 +371,7 @@ def _answer(doc: JSONObj, warnings: Sequence[str], status: int = 200) -> web.Res
     return web.json_response(doc, status=status, headers=headers)
 
 
-def _seconds(text: str | None) -> float:
+def watch_seconds(text: str | None) -> float:
     """The watch's own timeout (the API server validates the parameter; a bad one never gets this far)."""
     try:
         return max(float(text or DEFAULT_WATCH_SECONDS), 0.0)
@@ -379,16 +379,16 @@ def _seconds(text: str | None) -> float:
         return DEFAULT_WATCH_SECONDS
 
 
-def _namespace(request: web.Request) -> str | None:
+def url_namespace(request: web.Request) -> str | None:
     """The namespace the URL names; None on a cluster-scoped resource or an all-namespaces list."""
     return request.match_info.get("namespace")
 
 
-def _include(request: web.Request) -> str:
+def include_object(request: web.Request) -> str:
     return request.query.get("includeObject", "")
 
 
-def _verb(method: str) -> str:
+def verb_of(method: str) -> str:
     return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
         method, method.lower()
     )
