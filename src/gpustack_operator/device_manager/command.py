@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from gpustack_operator.device_manager.simulated import SimulatedBackend
 from gpustack_operator.kube.client import connect
 from gpustack_operator.kube.errors import KubeConfigError
 from gpustack_operator.rules.naming.manufacturers import ManufacturerConfigError, known_manufacturers
+from gpustack_operator.runtime import logs
 from gpustack_operator.settings.environment import Environment, EnvironmentValueError
 
 BACKENDS = ("auto", "nvml", "pci", "simulated")
@@ -164,7 +164,7 @@ def run_monitor(args: argparse.Namespace) -> int:
 
 def run_serve(args: argparse.Namespace) -> int:
     """`serve`: see device_manager.serve."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure()
     try:
         environment, backend = _setup(args)
         options = serve_module.options_from_args(args, environment)

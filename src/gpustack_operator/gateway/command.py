@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from pathlib import Path
 from typing import NoReturn
+
+from gpustack_operator.runtime import logs
 
 from .options import DEFAULT_SOCKET, ConnectionMode, GatewayOptions, OptionError, parse_duration
 
@@ -156,12 +157,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="tls.crt and tls.key of the HTTPS server; a self-signed pair is written there when "
         "absent (default: in memory)",
     )
-    p.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        default="info",
-        help="least severe log level printed (default: %(default)s)",
-    )
+    logs.add_log_level_flag(p)
     p.set_defaults(func=_run)
 
 
@@ -191,11 +187,7 @@ def _run(args: argparse.Namespace) -> int:
     except OptionError as e:
         print(f"gpustack-operator worker-gateway: error: {e}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(args.log_level)
     from .server import run  # aiohttp's server and the kube client only once the flags are good
 
     return asyncio.run(run(options))

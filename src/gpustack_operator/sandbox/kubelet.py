@@ -22,7 +22,7 @@ from pathlib import Path
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import connect
 from gpustack_operator.kube.informer import Informer
-from gpustack_operator.runtime import Supervisor, run_until_signal
+from gpustack_operator.runtime import Supervisor, logs, run_until_signal
 from gpustack_operator.sandbox import kubelet_http, kubelet_pods
 from gpustack_operator.sandbox.kubelet_admission import Admission
 from gpustack_operator.sandbox.kubelet_podresources import PodResourcesServer
@@ -86,7 +86,7 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure()
     return asyncio.run(run(parse_args(argv)))
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from gpustack_operator.apiserver.aggregated import AggregationOptions
 from gpustack_operator.apiserver.health import parse_address
 from gpustack_operator.kube.errors import KubeConfigError
+from gpustack_operator.runtime import logs
 from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.catalog import SettingsEnvironmentError, initial_values
 from gpustack_operator.settings.environment import Environment, EnvironmentValueError
@@ -204,21 +204,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "read every 20 s to check it converts GPU requests into credits; repeatable, the first found "
         "is used (default: kueue-system/kueue-manager-config)",
     )
-    p.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        default="info",
-        help="least severe log level printed (default: %(default)s)",
-    )
+    logs.add_log_level_flag(p)
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(args.log_level)
     try:
         environment = Environment.from_environ()
         settings = initial_values()
