@@ -14,7 +14,7 @@ from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.apiserver.webhooks.review import Review
 from gpustack_operator.kube import errors
 from gpustack_operator.kube.resources import DEVICES, RESOURCE_FLAVORS, Resource
-from gpustack_operator.kube.store import Store
+from tests.unit.apiserver.webhooks.synced import Synced
 
 A10 = "nvidia-a10"
 SELECTOR = (
@@ -52,16 +52,6 @@ def a10_flavor(name: str = A10_FLAVOR, memory: str = "23028Mi") -> Any:
 def a10_type(**spec: Any) -> dict[str, Any]:
     base = {"acceleratable": True, "acceleratorGroup": A10, "os": "linux", "arch": "amd64"}
     return {"metadata": {"name": "gpustack--nvidia-a10-linux-amd64"}, "spec": base | spec}
-
-
-class Synced:
-    def __init__(self, *objs: dict[str, Any]) -> None:
-        self.store = Store()
-        for obj in objs:
-            self.store.put(obj["metadata"]["name"], obj)
-
-    def has_synced(self) -> bool:
-        return True
 
 
 class Api:

@@ -12,19 +12,9 @@ from gpustack_operator.api.keys import QUEUE_ENTRANCE_LABEL
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.apiserver.webhooks.pod import PodHooks
 from gpustack_operator.apiserver.webhooks.review import Review
-from gpustack_operator.kube.store import Store
+from tests.unit.apiserver.webhooks.synced import Synced
 
 SLICED = {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "4096"}
-
-
-class Synced:
-    def __init__(self, *objs: dict[str, Any]) -> None:
-        self.store = Store()
-        for obj in objs:
-            self.store.put(obj["metadata"]["name"], obj)
-
-    def has_synced(self) -> bool:
-        return True
 
 
 def hooks() -> PodHooks:
