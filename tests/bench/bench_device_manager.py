@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 from tests.helpers import eventually
+from tests.integration.worker_support import service_account_mount as mount
 
 from gpustack_operator.api.keys import ACCELERATOR_ALLOCATED_ANNOTATION
 from gpustack_operator.kube import resources
@@ -137,18 +138,7 @@ async def service_account_mount(kube: Client, box: Sandbox, directory: Path) -> 
         "subjects": [{"kind": "ServiceAccount", "name": SA_NAME, "namespace": SA_NAMESPACE}],
     }
     await kube.create(CLUSTER_ROLE_BINDINGS, binding)
-    answer = await kube.request(
-        "POST",
-        f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts/{SA_NAME}/token",
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    await asyncio.to_thread(write_mount, directory, answer["status"]["token"], box.certs.ca_crt)
-
-
-def write_mount(directory: Path, token: str, ca: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "token").write_text(token)
-    (directory / "ca.crt").write_bytes(ca.read_bytes())
+    await mount(kube, box.certs.ca_crt, directory, SA_NAME, SA_NAMESPACE)
 
 
 def in_cluster_argv(argv: list[str], host: str, mount: Path) -> list[str]:

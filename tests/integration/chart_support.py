@@ -25,7 +25,7 @@ from gpustack_operator.sandbox import build
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.process import free_port
 from tests.helpers import eventually
-from tests.integration.worker_support import APISERVICE, Served, ready, worker_pool
+from tests.integration.worker_support import APISERVICE, Served, pod_environment, ready, worker_pool
 
 RELEASE = "gpustack-operator"
 NAMESPACE = "gpustack-chart"
@@ -76,30 +76,6 @@ async def install(sandbox: Sandbox, port: int) -> str:
     )
 
 
-async def pod_environment(kube: Client, sandbox: Sandbox, directory: Path, account: str) -> dict[str, str]:
-    """What a Pod of ServiceAccount `account` has: the mounted token and CA (here in `directory`, named by
-    GPUSTACK_SERVICE_ACCOUNT_DIR) and KUBERNETES_SERVICE_HOST/PORT."""
-    answer = await kube.request(
-        "POST",
-        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{account}/token",
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-
-    def write() -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "token").write_text(answer["status"]["token"])
-        (directory / "ca.crt").write_bytes(sandbox.certs.ca_crt.read_bytes())
-
-    await asyncio.to_thread(write)
-    server, api_port = kube.host.removeprefix("https://").rsplit(":", 1)
-    return {
-        "KUBERNETES_SERVICE_HOST": server,
-        "KUBERNETES_SERVICE_PORT": api_port,
-        "GPUSTACK_SERVICE_ACCOUNT_DIR": str(directory),
-        "KUBERNETES_POD_NAMESPACE": NAMESPACE,
-    }
-
-
 async def _serving_certs(kube: Client, directory: Path) -> Path:
     """The chart's serving Secret as the files its volume mount shows."""
     secret = await kube.get(resources.SECRETS, f"{WORKER}-cert", NAMESPACE)
@@ -119,7 +95,7 @@ async def installed_worker(sandbox: Sandbox, kube: Client, log_dir: Path, name: 
     ready (its APIService Available). At the end the worker is stopped and its namespace removed."""
     port = free_port()
     await install(sandbox, port)
-    env = await pod_environment(kube, sandbox, log_dir / "serviceaccount", WORKER)
+    env = await pod_environment(kube, sandbox, log_dir / "serviceaccount", WORKER, NAMESPACE)
     env["KUBERNETES_SERVICE_NAME"] = WORKER
     certs = await _serving_certs(kube, log_dir / "certs")
     async with worker_pool(sandbox, kube, log_dir, NAMESPACE) as pool:

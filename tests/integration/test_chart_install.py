@@ -186,7 +186,9 @@ async def test_x_a_device_manager_under_the_chart_s_account_reports_its_node(
     """The device manager's reporting (its node, NodeFeature and Devices, the ledger rebuilt from the Pods)
     under the chart's device-manager ServiceAccount, on the in-cluster transport: one reading of the
     sandbox's simulated h100-0 (the node's running device manager reports the same)."""
-    env = await pod_environment(kube, sandbox, tmp_path / "serviceaccount", f"{RELEASE}-device-manager")
+    env = await pod_environment(
+        kube, sandbox, tmp_path / "serviceaccount", f"{RELEASE}-device-manager", NAMESPACE
+    )
     proc = await asyncio.create_subprocess_exec(
         str(EXECUTABLE),
         "device-manager",

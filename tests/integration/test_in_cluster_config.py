@@ -22,15 +22,9 @@ from gpustack_operator.kube.informer import Informer
 from gpustack_operator.runtime import Supervisor
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
+from tests.integration.worker_support import service_account_mount
 
 SA = "in-cluster-probe"
-
-
-def write_mount(directory: Path, token: str, ca: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "token").write_text(token)
-    (directory / "ca.crt").write_bytes(ca.read_bytes())
-    return directory
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -48,13 +42,8 @@ async def pod_client(sandbox: Sandbox, kube: Client, namespace: str, tmp_path: P
         "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": namespace}],
     }
     await kube.create(resources.ROLEBINDINGS, binding, namespace)
-    answer = await kube.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{SA}/token",
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    directory = await asyncio.to_thread(
-        write_mount, tmp_path / "serviceaccount", answer["status"]["token"], sandbox.certs.ca_crt
+    directory = await service_account_mount(
+        kube, sandbox.certs.ca_crt, tmp_path / "serviceaccount", SA, namespace
     )
     server, port = kube.host.removeprefix("https://").rsplit(":", 1)
     env = {"KUBERNETES_SERVICE_HOST": server, "KUBERNETES_SERVICE_PORT": port}

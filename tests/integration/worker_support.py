@@ -252,3 +252,38 @@ def leader_gauge(metrics_text: str) -> float | None:
         if line.startswith(f'gpustack_leader_election_status{{name="{LEASE}"}}'):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+async def service_account_mount(
+    kube: Client, ca: Path, directory: Path, account: str, namespace: str
+) -> Path:
+    """`directory` holding a TokenRequest token of ServiceAccount `namespace/account` and the cluster CA
+    `ca`, as a Pod's service-account volume shows them."""
+    answer = await kube.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+
+    def write() -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "token").write_text(answer["status"]["token"])
+        (directory / "ca.crt").write_bytes(ca.read_bytes())
+
+    await asyncio.to_thread(write)
+    return directory
+
+
+async def pod_environment(
+    kube: Client, sandbox: Sandbox, directory: Path, account: str, namespace: str
+) -> dict[str, str]:
+    """What a Pod of ServiceAccount `namespace/account` has: the mounted token and CA (here in `directory`,
+    named by GPUSTACK_SERVICE_ACCOUNT_DIR), KUBERNETES_SERVICE_HOST/PORT and its namespace."""
+    await service_account_mount(kube, sandbox.certs.ca_crt, directory, account, namespace)
+    server, api_port = kube.host.removeprefix("https://").rsplit(":", 1)
+    return {
+        "KUBERNETES_SERVICE_HOST": server,
+        "KUBERNETES_SERVICE_PORT": api_port,
+        "GPUSTACK_SERVICE_ACCOUNT_DIR": str(directory),
+        "KUBERNETES_POD_NAMESPACE": namespace,
+    }
