@@ -30,6 +30,7 @@ fails, so later modules find the sandbox as it was.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import difflib
@@ -66,6 +67,8 @@ DERIVED_TYPES = {
     "gpustack--nvidia-h100-80gb-hbm3-linux-amd64",
 }
 """The InstanceTypes the worker derives from the sandbox's inventory on default settings."""
+SETTLE = 3.0
+"""Seconds the derived types must stay in service before the walk starts."""
 
 RETRY = re.compile(r"<!--\s*walkthrough:\s*retry\s+(\d+)\s*-->")
 
@@ -215,14 +218,14 @@ async def _default_settings(kube: Client) -> None:
 
 
 async def _derived_types_only(kube: Client) -> None:
-    """Only the inventory's derived InstanceTypes, in service: an earlier module may have left a type of
-    its own, or one its teardown marked inactive (a pool that lost its nodes stays so until an admin says)."""
+    """Only the inventory's derived InstanceTypes, each Active: an earlier module may have left a type of
+    its own, or one its teardown marked inactive (a pool that lost its nodes stays so until an admin says).
+    A worker that starts while a pool's ResourceFlavors are gone drains that pool's queue before it derives
+    them again and so marks the type inactive too (contract §6), which can happen after it is ready: the
+    admin's `inactive: null` is repeated until every type has stayed Active."""
     for it in await kube.list(resources.INSTANCE_TYPES):
-        name = it["metadata"]["name"]
-        if name not in DERIVED_TYPES:
-            await kube.delete(resources.INSTANCE_TYPES, name)
-        elif (it.get("spec") or {}).get("inactive") is not None:
-            await kube.patch(resources.INSTANCE_TYPES, name, {"spec": {"inactive": None}})
+        if it["metadata"]["name"] not in DERIVED_TYPES:
+            await kube.delete(resources.INSTANCE_TYPES, it["metadata"]["name"])
 
     async def only_derived() -> bool:
         return {it["metadata"]["name"] for it in await kube.list(resources.INSTANCE_TYPES)} <= DERIVED_TYPES
@@ -237,6 +240,33 @@ async def _derived_types_only(kube: Client) -> None:
         return {q["metadata"]["name"] for q in await kube.list(resources.CLUSTER_QUEUES)} <= DERIVED_TYPES
 
     await eventually(only_derived_queues, timeout=120, what="only the derived ClusterQueues")
+
+    async def in_service() -> bool:  # twice, SETTLE seconds apart: a drain still on its way shows
+        await _all_active(kube)
+        await asyncio.sleep(SETTLE)
+        return await _all_active(kube)
+
+    await eventually(in_service, timeout=120, what="every derived InstanceType Active, its queue filled")
+
+
+async def _all_active(kube: Client) -> bool:
+    """Every derived InstanceType Active and its queue admitting from live flavors; a type marked
+    inactive is put back in service on the way."""
+    types = {it["metadata"]["name"]: it for it in await kube.list(resources.INSTANCE_TYPES)}
+    for name, it in types.items():
+        if name in DERIVED_TYPES and (it.get("spec") or {}).get("inactive") is not None:
+            await kube.patch(resources.INSTANCE_TYPES, name, {"spec": {"inactive": None}})
+    assert set(types) >= DERIVED_TYPES, f"missing: {sorted(DERIVED_TYPES - set(types))}"
+    phases = {name: (types[name].get("status") or {}).get("phase") for name in DERIVED_TYPES}
+    assert all(phase == "Active" for phase in phases.values()), phases
+    flavors = {f["metadata"]["name"] for f in await kube.list(resources.RESOURCE_FLAVORS)}
+    for queue in await kube.list(resources.CLUSTER_QUEUES):
+        spec = queue.get("spec") or {}
+        named = {f["name"] for group in spec.get("resourceGroups") or [] for f in group["flavors"]}
+        assert spec.get("stopPolicy") == "None", (queue["metadata"]["name"], spec.get("stopPolicy"))
+        assert named, (queue["metadata"]["name"], "no flavors")
+        assert named <= flavors, (queue["metadata"]["name"], sorted(named - flavors))
+    return True
 
 
 async def _put_back(kube: Client) -> None:

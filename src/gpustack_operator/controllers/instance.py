@@ -20,6 +20,12 @@ gone gets `spec.stop=true` and a Warning Event saying why, rather than a Pod no 
 admin Hold (`inactive`) is not a stop, so a running Pod keeps running and a new one waits. The queue and
 type watches map a change to the type's Instances through an index, so such a stop is prompt.
 
+A Pod deleted by someone else is recreated under the same name, but only once Kueue has let go of the
+Workload of the former Pod: Kueue files Workloads under their owner's name, so a new Pod created while the
+old Workload is still finalizing is taken for that Workload's Pod, and Kueue deletes it with the Workload
+(Kueue v0.17 jobframework.FindMatchingWorkloads and Pod.Stop with StopReasonWorkloadDeleted). The
+Workloads are indexed by their controlling Pod, and the deletion of the last one re-enqueues the Instance.
+
 Bad input never loops: a Pod that cannot be rendered or that kube-apiserver refuses (a webhook) is
 reported on the Instance (status message and one Warning Event) and waits for the Instance to change; a
 missing PersistentVolumeClaim or Secret is reported the same way and looked for again every
@@ -39,7 +45,7 @@ from gpustack_operator.controllerkit.problems import ProblemReporter
 from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.controllerkit.reconciler import DONE, Result
 from gpustack_operator.controllerkit.spec import ControllerSpec, Index
-from gpustack_operator.controllerkit.watches import Watch, for_, mapped, owner_keys, reads
+from gpustack_operator.controllerkit.watches import Watch, for_, mapped, owner_keys, owns, reads
 from gpustack_operator.controllers.dependencies import Dependencies
 from gpustack_operator.controllers.pools import deleting
 from gpustack_operator.controllers.settingsview import SettingsView
@@ -56,6 +62,7 @@ from gpustack_operator.kube.resources import (
     RUNTIME_CLASSES,
     SECRETS,
     SERVICES,
+    WORKLOADS,
     Resource,
 )
 from gpustack_operator.rules.instance.access import pull_secret_names
@@ -104,6 +111,8 @@ NODE_READS: Final = reads(NODES)
 """The node a Pod runs on, for its address (shares the workers' one Node informer)."""
 RUNTIME_CLASS_READS: Final = reads(RUNTIME_CLASSES)
 """Which RuntimeClasses exist (a manufacturer's is set on a Pod only when it does)."""
+WORKLOADS_BY_POD: Final = Index(WORKLOADS, "metadata.ownerReferences.pod", owner_keys(PODS))
+"""Kueue's Workloads filed under the namespace/name of the Pod that controls them (an Instance's key)."""
 _KINDS: Final[dict[str, Resource]] = {"PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIMS, "Secret": SECRETS}
 
 
@@ -211,6 +220,16 @@ class InstanceReconciler:
         meta = instance["metadata"]
         namespace = meta["namespace"]
         assert instance_type is not None  # stop_reason said it exists
+        former = self.cache.by_index(WORKLOADS, WORKLOADS_BY_POD.name, f"{namespace}/{meta['name']}")
+        if former:  # its deletion (the owns watch below) brings us back
+            names = ", ".join(sorted(str(wl["metadata"]["name"]) for wl in former))
+            log.info(
+                "instance=%s/%s waits for Kueue to let go of %s of its former Pod",
+                namespace,
+                meta["name"],
+                names,
+            )
+            return DONE
         missing = [
             f'{kind} "{name}"'
             for kind, name in required_objects(instance)
@@ -284,6 +303,10 @@ def _stop_policy_changed(old: JSONObj | None, new: JSONObj | None) -> bool:
     return old is None or new is None or _spec(old).get("stopPolicy") != _spec(new).get("stopPolicy")
 
 
+def _gone(_: JSONObj | None, new: JSONObj | None) -> bool:
+    return new is None
+
+
 def _deletion_signal(old: JSONObj | None, new: JSONObj | None) -> bool:
     return old is None or new is None or deleting(old) != deleting(new)
 
@@ -306,11 +329,12 @@ def controller(deps: Dependencies) -> ControllerSpec:
             SERVICE_WATCH,
             NODE_READS,
             RUNTIME_CLASS_READS,
+            owns(WORKLOADS, PODS, _gone),
             mapped(CLUSTER_QUEUES, instances_of_type, _stop_policy_changed),
             mapped(INSTANCE_TYPES, instances_of_type, _deletion_signal),
             deps.settings.changes(_every_instance(deps.cache)),
         ),
-        indexes=(INSTANCES_BY_TYPE,),
+        indexes=(INSTANCES_BY_TYPE, WORKLOADS_BY_POD),
         concurrency=4,
         rbac=(
             Rule.of(INSTANCES, "patch"),
