@@ -30,7 +30,7 @@ from aiohttp import web
 from gpustack_operator.gateway.kinds import KINDS
 from gpustack_operator.kube import definitions, errors
 from gpustack_operator.kube.client import Client, connect
-from gpustack_operator.kube.resources import Resource
+from gpustack_operator.kube.resources import INSTANCE_TYPES, Resource
 from gpustack_operator.sandbox import build, kueue
 from gpustack_operator.sandbox.cluster import NFD_CRDS, Sandbox
 from gpustack_operator.sandbox.process import free_port
@@ -144,8 +144,9 @@ class Stream:
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
 
-    async def follow(self, gw: Gateway, path: str) -> None:
-        async with gw.session.get(f"http://gateway{path}", timeout=aiohttp.ClientTimeout(total=None)) as resp:
+    async def follow(self, gw: Gateway, path: str, session: aiohttp.ClientSession | None = None) -> None:
+        session = session or gw.session
+        async with session.get(f"http://gateway{path}", timeout=aiohttp.ClientTimeout(total=None)) as resp:
             assert resp.headers["Content-Type"].startswith("application/x-ndjson")
             async for line in resp.content:
                 if line.strip():
@@ -256,6 +257,9 @@ async def test_two_clusters_listed_watched_folded_and_a_dead_one_blocks_nothing(
             ]
             assert len(added) == 1, "an object was told twice"
 
+            await _thousand_changes_in_order(gw, stream, kube, kube_two)
+            await _many_watchers_bounded(gw, kube_two)
+
             # cluster two's apiserver restarts: the gateway resumes from where it was, nothing told twice
             await two.restart("kube-apiserver")
 
@@ -327,6 +331,92 @@ async def test_two_clusters_listed_watched_folded_and_a_dead_one_blocks_nothing(
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
     print(f"test done in {time.monotonic() - t0:.1f}s")
+
+
+CHANGES = 500
+"""Label changes per cluster in the ordering check (1,000 in all)."""
+SEQ = "test.gpustack.ai/seq"
+WATCHERS = 200
+WATCHERS_RSS_BOUND_MB = 60
+"""What 200 idle watch streams may add to the gateway's resident memory (measured: see the printout)."""
+
+
+async def _thousand_changes_in_order(gw: Gateway, stream: Stream, kube: Client, kube_two: Client) -> None:
+    """1,000 changes (a label counted up on `gw-shared` in each cluster, both clusters at once) reach the
+    streaming client, each object's in the order they were made, none lost."""
+    t0 = time.monotonic()
+
+    async def count_up(client: Client) -> None:
+        for seq in range(1, CHANGES + 1):
+            await client.patch(INSTANCE_TYPES, "gw-shared", {"metadata": {"labels": {SEQ: str(seq)}}})
+
+    await asyncio.gather(count_up(kube), count_up(kube_two))
+
+    def told(cluster: str) -> list[int]:
+        values = [
+            int(e["object"]["metadata"].get("labels", {}).get(SEQ, 0))
+            for e in stream.events
+            if e["cluster"] == cluster
+            and e["type"] in ("ADDED", "MODIFIED")
+            and e["object"]["metadata"]["name"] == "gw-shared"
+        ]
+        return [v for i, v in enumerate(values) if v and (i == 0 or values[i - 1] != v)]
+
+    def all_told() -> bool:
+        return told("one")[-1:] == [CHANGES] and told("two")[-1:] == [CHANGES]
+
+    await eventually(all_told, timeout=60, what=f"the {CHANGES}th change of gw-shared from both clusters")
+    print(f"{2 * CHANGES} changes made and streamed in {time.monotonic() - t0:.1f}s")
+    for cluster in ("one", "two"):
+        assert told(cluster) == list(range(1, CHANGES + 1)), f"{cluster}: out of order or lost"
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+async def _many_watchers_bounded(gw: Gateway, kube_two: Client) -> None:
+    """200 concurrent watch clients all get a change; the memory they cost is reported and bounded;
+    clients that go away mid-stream leave no watcher behind."""
+    before = _rss_mb(gw.proc.pid)
+    streams = [Stream() for _ in range(WATCHERS)]
+    session = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(gw.socket), limit=0))
+    path = "/instancetypes?cluster=two&watch=true"
+    followers = [asyncio.ensure_future(s.follow(gw, path, session)) for s in streams]
+    try:
+        await eventually(
+            lambda: all(s.seen("ADDED", "two", "gw-shared") for s in streams),
+            timeout=60,
+            what=f"{WATCHERS} watchers started",
+        )
+        await kube_two.patch(INSTANCE_TYPES, "gw-shared", {"metadata": {"labels": {SEQ: "last"}}})
+
+        def last(event: dict[str, Any]) -> bool:
+            if event["type"] not in ("ADDED", "MODIFIED"):
+                return False
+            return bool(event["object"]["metadata"].get("labels", {}).get(SEQ) == "last")
+
+        def everyone_told() -> bool:
+            return all(any(last(e) for e in s.events) for s in streams)
+
+        await eventually(everyone_told, timeout=60, what=f"the change told to all {WATCHERS} watchers")
+        during = _rss_mb(gw.proc.pid)
+        print(f"gateway RSS {before:.1f} MB, with {WATCHERS} more watchers {during:.1f} MB")
+        assert during - before < WATCHERS_RSS_BOUND_MB, (before, during)
+    finally:
+        for follower in followers:
+            follower.cancel()
+        await asyncio.gather(*followers, return_exceptions=True)
+        await session.close()
+
+    async def only_the_first_left() -> bool:
+        metrics = (await gw.call("GET", "/metrics"))[1]
+        return "gpustack_worker_gateway_watchers 1.0" in metrics
+
+    await eventually(only_the_first_left, timeout=30, what="the departed watchers let go")
 
 
 @contextlib.asynccontextmanager

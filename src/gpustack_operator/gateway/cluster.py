@@ -3,7 +3,8 @@
 Each cluster runs under a Supervisor of its own, with its own client (timeout, qps, burst) and backoff, so
 a slow or dead cluster delays nothing but itself. Its life: connect, wait until the APIService
 `v1.worker.gpustack.ai` is Available, discover which v1 kinds it serves, run one informer per kind
-(publishing `{type, cluster, object}` on the hub), and once they have synced check every
+(publishing `{type, cluster, object}` on the hub; each lists again every `--resync-period` and publishes
+only what that list finds changed), and once they have synced check every
 `probe_interval` that the cluster still answers; a failed check marks it Unavailable (its cached objects
 are then left out of lists and the aggregate) until one succeeds. The informers reconnect on their own and
 resume from their last resourceVersion, so a restarted cluster resumes without duplicates.
@@ -77,6 +78,7 @@ class ClusterWatch:
         token: str | None = None,
         timeout: float = 30.0,
         probe_interval: float = 5.0,
+        relist_period: float | None = None,
         backoff: Backoff = RETRY,
     ) -> None:
         self.name = name
@@ -90,6 +92,7 @@ class ClusterWatch:
         self._hub = hub
         self._timeout = timeout
         self._probe_interval = probe_interval
+        self._relist_period = relist_period
         self._backoff = backoff
         self._client: Client | None = None
         self._sup = Supervisor(f"cluster:{name}", grace=5.0)
@@ -160,7 +163,7 @@ class ClusterWatch:
             await self._wait_apiservice(client)
             resources = await self._served(client)
             for res in resources:
-                informer = Informer(client, res)
+                informer = Informer(client, res, relist_period=self._relist_period)
                 informer.add_handler(_Publisher(self._hub, self.name, res.kind))
                 self.informers[res.kind] = informer
                 self._sup.spawn(f"informer:{self.name}:{res.plural}", informer.run, restart="on-failure")

@@ -31,8 +31,8 @@ Cluster <c> is reached, in gpustack-api mode, at http(s)://localhost:<port>/v2/c
 loopback mode through the kubeconfig's context named <c>. Serves /metrics, /readyz, /livez beside the API,
 on the unix socket or over HTTPS (--secure-port).
 
-Not built yet: --resync-period is checked but informers do not resync on a period (they relist only when
-their watch expires with 410 Gone); aggregated=true does not combine with watch=true.
+Every --resync-period each cluster's informers list again and publish only what changed. Not built yet:
+aggregated=true does not combine with watch=true.
 """
 
 
@@ -106,7 +106,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=_duration,
         default=600.0,
         metavar="DURATION",
-        help="informer resync period, at least 5m (default: 10m; checked, not used yet)",
+        help="how often each cluster's informers list again, publishing only what changed; at least 5m "
+        "(default: 10m)",
     )
     p.add_argument(
         "--worker-conn-timeout",

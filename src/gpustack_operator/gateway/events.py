@@ -2,17 +2,21 @@
 
 Publishing never waits: each watcher has a bounded queue, and one that falls `MAX_BACKLOG` events behind
 is dropped (its stream ends; the client lists and watches again) rather than slowing the informers of
-every cluster, or holding an unbounded backlog in memory.
+every cluster, or holding an unbounded backlog in memory. An event is encoded once, when it is published
+to its first watcher, and every watcher writes those bytes: with 50 watchers, encoding per connection
+made the gateway's fan-out 2.6 times a bare aiohttp loop's CPU per event written
+(tests/bench/bench_gateway_fanout.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Collection
 from typing import Any, Literal, TypedDict
 
-__all__ = ["MAX_BACKLOG", "Event", "Hub", "Subscription"]
+__all__ = ["MAX_BACKLOG", "Delivery", "Event", "Hub", "Subscription", "encode"]
 
 log = logging.getLogger(__name__)
 
@@ -28,23 +32,31 @@ class Event(TypedDict):
     object: Any
 
 
+Delivery = tuple[Event, bytes]
+"""An event and its JSON encoding (one line, with its newline), shared by every watcher it goes to."""
+
+
+def encode(event: Event) -> bytes:
+    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+
+
 class Subscription:
     """One watcher's queue of events of one kind, from the clusters it asked for (empty: every one)."""
 
     def __init__(self, kind: str, clusters: Collection[str], backlog: int = MAX_BACKLOG) -> None:
         self.kind = kind
         self.clusters = frozenset(clusters)
-        self.queue: asyncio.Queue[Event | None] = asyncio.Queue(backlog)
+        self.queue: asyncio.Queue[Delivery | None] = asyncio.Queue(backlog)
         self.overflowed = False
 
     def wants(self, cluster: str) -> bool:
         return not self.clusters or cluster in self.clusters
 
-    def offer(self, event: Event) -> None:
+    def offer(self, delivery: Delivery) -> None:
         if self.overflowed:
             return
         try:
-            self.queue.put_nowait(event)
+            self.queue.put_nowait(delivery)
         except asyncio.QueueFull:
             self.overflowed = True
             log.warning(
@@ -60,8 +72,8 @@ class Subscription:
                 break
         self.queue.put_nowait(None)
 
-    async def next(self) -> Event | None:
-        """The next event, or None once the subscription was ended (overflow)."""
+    async def next(self) -> Delivery | None:
+        """The next event with its encoding, or None once the subscription was ended (overflow)."""
         return await self.queue.get()
 
 
@@ -85,9 +97,11 @@ class Hub:
 
     def publish(self, kind: str, event: Event) -> None:
         self.published += 1
+        line: bytes | None = None
         for sub in tuple(self._subs.get(kind, ())):
             if sub.wants(event["cluster"]):
-                sub.offer(event)
+                line = encode(event) if line is None else line
+                sub.offer((event, line))
 
     def publish_all(self, event: Event) -> None:
         """An event for every kind's watchers (a cluster's state change)."""

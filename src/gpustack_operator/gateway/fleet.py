@@ -71,6 +71,7 @@ class Fleet:
             token=token,
             timeout=self.options.timeout,
             probe_interval=self.options.probe_interval,
+            relist_period=self.options.resync,
         )
         self.clusters[name] = watch
         watch.start()

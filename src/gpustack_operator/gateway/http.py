@@ -24,7 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from .aggregate import aggregate
-from .events import Event, Subscription
+from .events import Delivery, Event, Subscription, encode
 from .fleet import Fleet
 from .kinds import GROUP_VERSION, KINDS, PLURALS
 
@@ -200,11 +200,12 @@ def _in_namespace(event: Event, namespace: str | None) -> bool:
 
 
 async def _events(sub: Subscription, initial: list[Event], namespace: str | None) -> Any:
+    """The stream's deliveries: the initial ones (encoded for this stream), then the Hub's."""
     for event in initial:
-        yield event
-    while (event_ := await sub.next()) is not None:
-        if _in_namespace(event_, namespace):
-            yield event_
+        yield event, encode(event)
+    while (delivery := await sub.next()) is not None:
+        if _in_namespace(delivery[0], namespace):
+            yield delivery
 
 
 async def _ndjson(
@@ -213,8 +214,12 @@ async def _ndjson(
     resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
     resp.enable_chunked_encoding()
     await resp.prepare(request)
-    async for event in _events(sub, initial, namespace):
-        await resp.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
+    delivery: Delivery
+    try:
+        async for delivery in _events(sub, initial, namespace):
+            await resp.write(delivery[1])
+    except ConnectionResetError:  # the client went away mid-stream: nothing to tell it
+        log.debug("watch of %s: client gone", sub.kind)
     return resp
 
 
@@ -223,9 +228,12 @@ async def _websocket(
 ) -> web.StreamResponse:
     ws = web.WebSocketResponse(heartbeat=30.0)
     await ws.prepare(request)
-    async for event in _events(sub, initial, namespace):
-        if ws.closed:
-            break
-        await ws.send_str(json.dumps(event, separators=(",", ":")))
+    try:
+        async for _, line in _events(sub, initial, namespace):
+            if ws.closed:
+                break
+            await ws.send_str(line[:-1].decode())
+    except ConnectionResetError:
+        log.debug("websocket watch of %s: client gone", sub.kind)
     await ws.close()
     return ws

@@ -4,7 +4,10 @@ Reconcilers are level-based: they read what the cluster looks like now and act o
 informer gives them "now" without a round trip: it lists once (paginated), then watches from the list's
 resourceVersion with bookmarks. When that version has been compacted away (410 Gone) it lists again and
 emits adds, updates and deletes for the difference, so a handler never misses a delete; when the
-connection drops or the server restarts it reconnects with backoff from the last version it saw. Handlers
+connection drops or the server restarts it reconnects with backoff from the last version it saw. With a
+`relist_period` it also lists again that often (ending its watch when the period is up), so a watch that
+stalls without an error hides a change for one period at most; the relist tells only the differences, so at
+rest it tells nothing. Handlers
 run synchronously in the informer's task (they should only enqueue keys); one that raises is logged with
 the object key and the informer carries on. Cached objects lose managedFields and share their strings
 (kube.slim). Plain int counters (`lists`, `relists`, `events`, `bookmarks`, `reconnects`,
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 from collections.abc import Callable
 from typing import Any, Protocol, Unpack
@@ -80,6 +84,7 @@ class Informer:
         watch_timeout: int = 300,
         backoff: Backoff = WATCH_BACKOFF,
         clock: Clock | None = None,
+        relist_period: float | None = None,
     ) -> None:
         self.resource = resource
         self.namespace = namespace
@@ -96,6 +101,8 @@ class Informer:
         self._watch_timeout = watch_timeout
         self._backoff = backoff
         self._clock: Clock = clock or MonotonicClock()
+        self._relist_period = relist_period
+        self._listed_at = 0.0
         self._handlers: list[EventHandler] = []
         self._breaks: list[Callable[[], None]] = []
         self._synced = asyncio.Event()
@@ -161,7 +168,7 @@ class Informer:
         attempts = self._backoff.attempts()
         while True:
             try:
-                if not self.resource_version:
+                if not self.resource_version or self._relist_due() <= 0:
                     await self._relist()
                 started = self._clock.now()
                 if not await self._watch(attempts) and self._clock.now() - started < QUICK_CLOSE:
@@ -169,6 +176,12 @@ class Informer:
                 attempts.reset()  # a watch that delivered, or stayed open until its timeout, is progress
             except errors.KubeError as err:
                 await self._recover(err, attempts)
+
+    def _relist_due(self) -> float:
+        """Seconds until the periodic relist is due (infinite without a period)."""
+        if self._relist_period is None:
+            return float("inf")
+        return self._listed_at + self._relist_period - self._clock.now()
 
     async def _recover(self, err: errors.KubeError, attempts: Attempts) -> None:
         delay = attempts.next_delay()
@@ -196,6 +209,7 @@ class Informer:
             for obj in map(self._slim, page.get("items") or ()):
                 fresh[object_key(obj)] = obj
         self.lists += 1
+        self._listed_at = self._clock.now()
         if self.lists > 1:
             self.relists += 1
         self._replace(fresh)
@@ -234,6 +248,8 @@ class Informer:
         """One watch request from resource_version; returns how many events it delivered."""
         seen = 0
         timeout = int(self._watch_timeout * (1 + random.random()))  # spread renewals of many informers
+        if self._relist_period is not None:  # end the watch when the next relist is due
+            timeout = max(1, min(timeout, math.ceil(self._relist_due())))
         stream = watch(
             self._client,
             self.resource,

@@ -328,3 +328,17 @@ async def test_one_informer_cannot_run_twice_at_once() -> None:
         await informer.wait_synced()
         with pytest.raises(RuntimeError, match="already running"):
             await informer.run()
+
+
+async def test_a_relist_period_lists_again_when_due_and_tells_only_what_changed() -> None:
+    clock = RecordingClock()
+    api = ScriptedApi(clock)
+    api.pages.extend([page(cm("a", "1"), cm("b", "2"), rv="10"), page(cm("a", "1"), cm("b", "5"), rv="20")])
+    api.watches.append([Elapse(60)])  # a quiet watch, ended because the relist is due
+    informer, recorder = make(api, clock=clock, relist_period=60)
+    async with running(informer):
+        await eventually(lambda: len(api.watch_params) == 2)
+    assert [p["timeoutSeconds"] for p in api.watch_params] == ["60", "60"]
+    assert [p["resourceVersion"] for p in api.watch_params] == ["10", "20"]
+    assert (informer.lists, informer.relists) == (2, 1)
+    assert recorder.calls == [("add", "a", "1"), ("add", "b", "2"), ("update", "b", "5")]
