@@ -208,7 +208,7 @@ def measure(
         start = time.perf_counter()
         placement, ledger = rec.decide(wl, key)
         if placement is not None:
-            rec.promises.hold(key, placement, ledger, rec.clock())
+            rec.promises.hold(key, placement.cards, ledger, rec.clock())
         spent = (time.perf_counter() - start) * 1000
         times.append(spent)
         by_shape.setdefault(shape, []).append((spent, placement is not None))

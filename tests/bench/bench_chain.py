@@ -247,7 +247,7 @@ async def stages(
 
     async def features() -> bool:
         found = await kube.list(resources.NODE_FEATURES, SYSTEM)
-        return sum(f["metadata"]["name"].endswith("-gpustack-worker") for f in found) >= nodes
+        return bool(sum(f["metadata"]["name"].endswith("-gpustack-worker") for f in found) >= nodes)
 
     async def marked_nodes() -> bool:
         return len(await kube.list(resources.NODES, label_selector=f"{MANAGED_LABEL}=true")) >= nodes
@@ -263,7 +263,7 @@ async def stages(
             for n in found
             if sliced_units & set((n.get("status") or {}).get("capacity", {}))
         }
-        return expected["sliceable"] <= ready
+        return bool(expected["sliceable"] <= ready)
 
     async def pools() -> bool:
         types = {
