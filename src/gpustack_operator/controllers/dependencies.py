@@ -3,8 +3,9 @@
 Why this module exists: the kit (controllerkit) runs any controller and knows none; the worker's
 reconcilers all take the same collaborators, handed over in one `Dependencies` by controllers.setup, so
 reconcilers never reach for globals. It carries the client, the manager's cache, the operator's environment,
-a wall clock, the event recorder and the one view of the settings Secret (controllers.settingsview). A
-controller module exposes a factory `(Dependencies) -> ControllerSpec`.
+a wall clock, the event recorder, the worker's domain metrics (controllers.metrics) and the one view of the
+settings Secret (controllers.settingsview). A controller module exposes a factory
+`(Dependencies) -> ControllerSpec`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from gpustack_operator.controllerkit.cache import Cache
 from gpustack_operator.controllerkit.problems import ProblemReporter
 from gpustack_operator.controllerkit.spec import ControllerSpec
+from gpustack_operator.controllers.metrics import DomainMetrics
 from gpustack_operator.controllers.settingsview import SettingsView
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.events import EventSink
@@ -44,6 +46,8 @@ class Dependencies:
     """Wall clock (timezone-aware) for condition transition times; tests pass a fixed one."""
     recorder: EventSink | None = None
     """The manager's event recorder: Warning Events about bad input (controllerkit.problems)."""
+    metrics: DomainMetrics | None = None
+    """The worker's domain metrics in the manager's registry (None: not observed)."""
     throttle: float = 0.0
     """Seconds the fan-in watches (many objects feeding one key) coalesce their events over (Watch.throttle);
     the worker sets it, tests leave it at 0 so every event reconciles at once."""

@@ -175,6 +175,17 @@ def desired_entry(ready: bool, pins: Mapping[str, str] | None = None) -> dict[st
     }
 
 
+DecisionObserver = Callable[[str, str, float], None]
+"""(result, reason, seconds) of each decision (controllers.metrics.DomainMetrics.decided)."""
+
+
+def decision_reason(found: Plan | None, ledger: Mapping[str, Mapping[str, CardState]]) -> str:
+    """Why a decision came out as it did: fits, no-room (cards, but some Pod fits on none), no-cards."""
+    if found is not None:
+        return "fits"
+    return "no-room" if any(ledger.values()) else "no-cards"
+
+
 class NodeDevicesAdmissionReconciler:
     def __init__(
         self,
@@ -183,10 +194,12 @@ class NodeDevicesAdmissionReconciler:
         now: Callable[[], datetime],
         clock: Callable[[], float] = time.monotonic,
         promises: Promises | None = None,
+        observe: DecisionObserver | None = None,
     ) -> None:
         self.client, self.cache, self.now, self.clock = client, cache, now, clock
         self.promises = promises if promises is not None else Promises()
         self.pool_cards = PoolCards(cache)
+        self.observe = observe
 
     async def reconcile(self, key: str) -> Result:
         wl = self.cache.get(WORKLOADS, key)
@@ -207,8 +220,11 @@ class NodeDevicesAdmissionReconciler:
             if key not in self.promises:
                 self._promise_again(wl, key)
             return DONE
+        started = time.perf_counter()
         found, ledger = self.decide(wl, key)
         desired = desired_entry(found is not None, None if found is None else self.pins(wl, found))
+        if self.observe is not None:
+            self.observe(desired["state"], decision_reason(found, ledger), time.perf_counter() - started)
         if all(entry.get(k) == v for k, v in desired.items()):
             return DONE
         same = entry.get("state") == desired["state"] and entry.get("lastTransitionTime")
@@ -284,7 +300,9 @@ def _uses_check(old: JSONObj | None, new: JSONObj | None) -> bool:
 def controller(deps: Dependencies) -> ControllerSpec:
     return ControllerSpec(
         name=NAME,
-        reconciler=NodeDevicesAdmissionReconciler(deps.client, deps.cache, deps.now),
+        reconciler=NodeDevicesAdmissionReconciler(
+            deps.client, deps.cache, deps.now, observe=deps.metrics.decided if deps.metrics else None
+        ),
         concurrency=WORKERS,
         primary=for_(WORKLOADS, _uses_check),
         watches=(

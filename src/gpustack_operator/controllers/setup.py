@@ -29,6 +29,7 @@ from gpustack_operator.controllers import (
     node_queue_entrance,
 )
 from gpustack_operator.controllers.dependencies import ControllerFactory, Dependencies, utc_now
+from gpustack_operator.controllers.metrics import DomainMetrics
 from gpustack_operator.kube.client import Client
 from gpustack_operator.settings.environment import Environment
 
@@ -79,6 +80,7 @@ def setup_controllers(
         environment=environment,
         now=now,
         recorder=manager.recorder,
+        metrics=DomainMetrics(manager.metrics.registry, manager.cache),
         throttle=throttle,
     )
     names: list[str] = []
