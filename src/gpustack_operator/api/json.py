@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeAlias
 
-__all__ = ["JSONObj", "as_list", "as_mapping", "as_mappings", "as_str"]
+__all__ = ["JSONObj", "as_list", "as_mapping", "as_mappings", "as_str", "controlled_by"]
 
 JSONObj: TypeAlias = dict[str, Any]
 """A JSON object as json.loads gives it: a Kubernetes object, or any object inside one."""
@@ -36,3 +36,10 @@ def as_list(value: object) -> list[Any]:
 def as_str(value: object) -> str:
     """The value when it is a string, else "" (a non-string reads as unset)."""
     return value if isinstance(value, str) else ""
+
+
+def controlled_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
+    """`obj`'s controlling ownerReference names this very `owner` (its UID), not an earlier namesake."""
+    uid = as_str(as_mapping(owner.get("metadata")).get("uid"))
+    refs = as_mappings(as_mapping(obj.get("metadata")).get("ownerReferences"))
+    return bool(uid) and any(ref.get("controller") and ref.get("uid") == uid for ref in refs)

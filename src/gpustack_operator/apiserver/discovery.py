@@ -13,7 +13,21 @@ from dataclasses import dataclass
 from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube.client import APPLY_PATCH, JSON_PATCH, MERGE_PATCH
 
-__all__ = ["ServedResource", "resource_list"]
+__all__ = ["Reader", "ServedResource", "resource_list"]
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A read-only subresource that answers something other than the kind (a Pod's log, an EventList):
+    discovery lists it with the verb `get`, OpenAPI describes its query parameters and answer."""
+
+    name: str
+    description: str
+    schema: JSONObj
+    """The answer's schema, inline (a string for text)."""
+    produces: str = "application/json"
+    query: tuple[str, ...] = ()
+    """The query parameters it reads (openapi_paths knows their types)."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +48,8 @@ class ServedResource:
     patch_types: tuple[str, ...] = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH)
     """The Content-Types PATCH accepts (any other is a 415, strategic merge included); the handlers check
     a request against these and OpenAPI advertises exactly these."""
+    readers: tuple[Reader, ...] = ()
+    """Read-only subresources with answers of their own (`instances/log`)."""
 
     @property
     def api_version(self) -> str:
@@ -59,7 +75,7 @@ class ServedResource:
                 "kind": self.kind,
                 "verbs": sorted(verbs),
             }
-            for name, verbs in self.subresources
+            for name, verbs in (*self.subresources, *((r.name, ("get",)) for r in self.readers))
         ]
         return [main, *subs]
 

@@ -59,7 +59,7 @@ def _operation(op: Operation) -> JSONObj:
         "x-kubernetes-action": op.action,
         "x-kubernetes-group-version-kind": op.gvk,
         "responses": {
-            "200": {"description": "OK", "content": _content(payload(op, op.response, _ref))},
+            "200": {"description": "OK", "content": _content(payload(op, op.response, _ref), (op.produces,))},
             "default": {"description": "Status", "content": _content(payload(op, "status", _ref))},
         },
     }

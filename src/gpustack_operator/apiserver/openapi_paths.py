@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpustack_operator.api.json import JSONObj
-from gpustack_operator.apiserver.discovery import ServedResource
+from gpustack_operator.apiserver.discovery import Reader, ServedResource
 
 __all__ = [
     "PATCH_SCHEMA",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 Body = Literal["object", "patch"]
-Response = Literal["object", "list", "status"]
+Response = Literal["object", "list", "status", "inline"]
 
 TITLE = "GPUStack - Open Source Accelerator Management Platform"
 PATCH_SCHEMA: JSONObj = {
@@ -45,7 +45,18 @@ STATUS_SCHEMA: JSONObj = {
     "type": "object",
 }
 
-_PARAM_TYPES = {"force": "boolean", "watch": "boolean", "limit": "integer", "gracePeriodSeconds": "integer"}
+_PARAM_TYPES = {
+    "force": "boolean",
+    "watch": "boolean",
+    "limit": "integer",
+    "gracePeriodSeconds": "integer",
+    "follow": "boolean",
+    "previous": "boolean",
+    "timestamps": "boolean",
+    "tailLines": "integer",
+    "sinceSeconds": "integer",
+    "limitBytes": "integer",
+}
 _WRITE = ("dryRun", "fieldManager", "fieldValidation")
 _LIST = ("labelSelector", "fieldSelector", "resourceVersion", "limit", "continue", "watch")
 _ID_VERBS = {
@@ -82,6 +93,10 @@ class Operation:
     """The kind's definition name (its list's is this plus `List`)."""
     consumes: tuple[str, ...]
     """The body's Content-Types: the resource's patch types for a patch, else JSON; () without a body."""
+    produces: str = "application/json"
+    """The answer's Content-Type."""
+    schema: JSONObj | None = None
+    """The answer's inline schema, for an `inline` response (a Reader's)."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +136,27 @@ class _Ops:
         gvk, kind = _gvk(self.resource), definition_name(self.resource)
         consumes = {None: (), "object": ("application/json",), "patch": self.resource.patch_types}[body]
         self.ops.append(Operation(method, action, op_id, query, body, response, gvk, kind, consumes))
+
+    def reader(self, reader: Reader) -> _Ops:
+        """The one GET of a read-only subresource, answering its own schema."""
+        op_id = _ID_VERBS["get"] + self.id_tail
+        gvk, kind = _gvk(self.resource), definition_name(self.resource)
+        self.ops.append(
+            Operation(
+                "get",
+                "get",
+                op_id,
+                reader.query,
+                None,
+                "inline",
+                gvk,
+                kind,
+                (),
+                reader.produces,
+                reader.schema,
+            )
+        )
+        return self
 
     def writes(self, verbs: frozenset[str]) -> _Ops:
         """get/update/patch of one object (the item path, or a subresource)."""
@@ -163,6 +199,9 @@ def path_items(resource: ServedResource) -> list[PathItem]:
     for sub, sub_verbs in resource.subresources:
         ops = _Ops(resource, resource.namespaced, suffix=_camel(sub)).writes(frozenset(sub_verbs))
         items.append(PathItem(f"{base}/{{name}}/{sub}", (*scoped, "name"), tuple(ops.ops)))
+    for reader in resource.readers:
+        ops = _Ops(resource, resource.namespaced, suffix=_camel(reader.name)).reader(reader)
+        items.append(PathItem(f"{base}/{{name}}/{reader.name}", (*scoped, "name"), tuple(ops.ops)))
     return [item for item in items if item.operations]
 
 
@@ -172,6 +211,8 @@ def payload(op: Operation, what: Body | Response, ref: Callable[[str], JSONObj])
         return ref(op.definition)
     if what == "list":
         return ref(op.definition + "List")
+    if what == "inline":
+        return dict(op.schema or {})
     return dict(PATCH_SCHEMA if what == "patch" else STATUS_SCHEMA)
 
 

@@ -67,7 +67,7 @@ def _operation(op: Operation) -> JSONObj:
         "operationId": op.operation_id,
         "x-kubernetes-action": op.action,
         "x-kubernetes-group-version-kind": op.gvk,
-        "produces": ["application/json"],
+        "produces": [op.produces],
         "responses": {
             "200": {"description": "OK", "schema": payload(op, op.response, _ref)},
             "default": {"description": "Status", "schema": payload(op, "status", _ref)},

@@ -6,7 +6,8 @@ memory of kubernetes-asyncio and aiohttp). kubernetes-asyncio's generated models
 CRDs, so every call here goes through one raw request path and returns dicts.
 Errors come back as our own hierarchy (kube.errors): a dropped connection or a restarting server is
 Unavailable, and transient errors are retried with runtime.Backoff (honouring Retry-After). Lists are
-paginated; `stream` hands the watch module a long-lived response line by line. An optional observer
+paginated; `stream` hands the watch module a long-lived response line by line, `stream_bytes` a Pod's log
+chunk by chunk. An optional observer
 hears of every request sent (method, resource, response code), so the worker can count its API calls.
 """
 
@@ -204,20 +205,42 @@ class Client:
         `read_timeout` bounds the silence between two chunks, so a connection that died without a FIN is
         noticed; the caller picks it longer than the server's own watch timeout.
         """
+        # The lines are closed here, not left to the garbage collector, when the caller stops early or
+        # raises: an abandoned generator is finalized later by a task of its own on the loop.
+        async with (
+            self._streamed(path, params, read_timeout, "WATCH") as resp,
+            contextlib.aclosing(_lines(resp)) as lines,
+        ):
+            yield lines
+
+    @contextlib.asynccontextmanager
+    async def stream_bytes(
+        self, path: str, *, params: Mapping[str, str], read_timeout: float
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """GET a streaming response that is not line-framed JSON (a Pod's log) and yield its chunks as
+        they come, bytes untouched; like `stream`, errors are ours and nothing is retried."""
+        async with (
+            self._streamed(path, params, read_timeout, "GET") as resp,
+            contextlib.aclosing(_chunks(resp)) as chunks,
+        ):
+            yield chunks
+
+    @contextlib.asynccontextmanager
+    async def _streamed(
+        self, path: str, params: Mapping[str, str], read_timeout: float, counted_as: str
+    ) -> AsyncIterator[Any]:
+        """The open response of a long-lived GET; a refusal is raised before anything is yielded."""
         timeout = StreamTimeout(sock_connect=30.0, sock_read=read_timeout)
         try:
             resp = await self._send("GET", path, None, params, "application/json", timeout)
         except errors.KubeError:
-            self._observe("WATCH", path, 0)
+            self._observe(counted_as, path, 0)
             raise
-        self._observe("WATCH", path, resp.status)
+        self._observe(counted_as, path, resp.status)
         async with resp:
             if not 200 <= resp.status <= 299:
                 raise errors.from_response(resp.status, await resp.read(), resp.headers.get("Retry-After"))
-            # Closed here, not left to the garbage collector, when the caller stops early or raises: an
-            # abandoned generator is finalized later by a task of its own on the loop.
-            async with contextlib.aclosing(_lines(resp)) as lines:
-                yield lines
+            yield resp
 
     def _observe(self, method: str, path: str, status: int) -> None:
         if self._observer is not None:
@@ -492,11 +515,27 @@ def _unavailable(exc: BaseException) -> errors.Unavailable:
     return err
 
 
+async def _chunks(resp: Any) -> AsyncGenerator[bytes, None]:
+    """A streamed response's body chunk by chunk; a broken connection is Unavailable."""
+    chunks = resp.content.iter_any()
+    try:
+        async for chunk in chunks:
+            if chunk:
+                yield bytes(chunk)
+    except _broken() as exc:
+        raise _unavailable(exc) from exc
+    finally:
+        # The in-cluster transport's body is an async generator: close it now rather than leave it to a
+        # finalizer task when the stream ends early (an ERROR event, a caller that stops reading).
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
+
+
 async def _lines(resp: Any) -> AsyncGenerator[bytes, None]:
     """Split a chunked response into its non-empty lines; a broken connection is Unavailable."""
     pending = bytearray()
-    chunks = resp.content.iter_any()
-    try:
+    async with contextlib.aclosing(_chunks(resp)) as chunks:
         async for chunk in chunks:
             pending += chunk
             start = 0
@@ -505,13 +544,5 @@ async def _lines(resp: Any) -> AsyncGenerator[bytes, None]:
                     yield bytes(pending[start:end])
                 start = end + 1
             del pending[:start]
-    except _broken() as exc:
-        raise _unavailable(exc) from exc
-    finally:
-        # The in-cluster transport's body is an async generator: close it now rather than leave it to a
-        # finalizer task when the watch ends early (an ERROR event, a caller that stops reading).
-        close = getattr(chunks, "aclose", None)
-        if close is not None:
-            await close()
     if pending.strip():
         yield bytes(pending)

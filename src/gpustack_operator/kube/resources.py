@@ -72,6 +72,10 @@ VALIDATING_WEBHOOKS = Resource(
 )
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True)
+CORE_EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
+"""The Events of `EVENTS`, read in core/v1's shape (`involvedObject`, `lastTimestamp`) as kubectl does."""
+POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics", namespaced=True)
+"""A Pod's container usage, served by metrics-server (or another metrics.k8s.io API) when installed."""
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", namespaced=True)
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)

@@ -124,6 +124,11 @@ class Sandbox:
         self.kubeconfig = self.run_dir / "kubeconfig"
         self.state: State | None = State.load(self.run_dir)
 
+    @property
+    def container_log(self) -> Path:
+        """The log every fake container has (CRI format; kwok.append_container_log adds a line)."""
+        return self.run_dir / "kwok" / kwok.CONTAINER_LOG
+
     # ---- helpers -------------------------------------------------------------------------------------------
     def _binary(self, name: str) -> Path:
         path = self.bin_dir / name if self.bin_dir else build.binary_path(name)
@@ -227,7 +232,8 @@ class Sandbox:
         write_kubeconfig(self.kubeconfig, f"https://127.0.0.1:{ports.apiserver}", self.certs)
         if self.api_only:
             return
-        (self.run_dir / "kwok.yaml").write_text(kwok.configuration(kwok_mod))
+        kwok.start_container_log(self.container_log)
+        (self.run_dir / "kwok.yaml").write_text(kwok.configuration(kwok_mod, self.container_log))
         client = await connect(self.kubeconfig)
         try:
             crds = kueue.crds(kueue_mod, ports.kueue_webhook) + [
@@ -258,7 +264,9 @@ class Sandbox:
                 ),
                 self._launch(
                     "kwok",
-                    components.kwok(self._binary("kwok"), self.kubeconfig, self.run_dir / "kwok.yaml", ports),
+                    components.kwok(
+                        self._binary("kwok"), self.certs, self.kubeconfig, self.run_dir / "kwok.yaml", ports
+                    ),
                     probes["kwok"],
                 ),
                 definitions.apply_and_wait(client, crds, timeout=60.0),
@@ -318,7 +326,7 @@ class Sandbox:
         argv = components.nfd_master(
             self._binary("nfd-master"), self.kubeconfig, nfdworker.NAMESPACE, nodes[0].name
         )
-        probe = self.probes(components.Ports(**self.state.ports))["nfd-master"]
+        probe = self.probes(components.Ports.saved(self.state.ports))["nfd-master"]
         await self._launch("nfd-master", argv, probe)
 
     async def _install_kueue_prerequisites(
@@ -402,7 +410,7 @@ class Sandbox:
         stopped_at = time.time()
         await asyncio.to_thread(state.stop, name, 0.0 if kill else 10.0)
         t0 = time.monotonic()
-        probe = self.probes(components.Ports(**state.ports))[name]
+        probe = self.probes(components.Ports.saved(state.ports))[name]
         if name in state.agent_probes and "?" in probe.url:
             # A device manager is ready again only once the stand-in saw it register anew, not on the
             # old registration the stand-in may not have dropped yet.
@@ -431,7 +439,7 @@ class Sandbox:
         state = self.state or State.load(self.run_dir)
         if state is None:
             return {}
-        probes = self.probes(components.Ports(**state.ports))
+        probes = self.probes(components.Ports.saved(state.ports))
         out: dict[str, tuple[bool, str]] = {}
         for name, pid in state.pids.items():
             if not state.alive(name):

@@ -25,9 +25,16 @@ class Ports:
     controller_manager: int
     scheduler: int
     kwok: int
-    kwok_node: int
+    """kwok's server: its /healthz over HTTP and, over TLS on the same port, the kubelet API
+    (`/containerLogs`) kube-apiserver reads a Pod's log from; every fake node's kubelet port."""
     kueue_webhook: int
     kueue_health: int
+
+    @classmethod
+    def saved(cls, ports: dict[str, int]) -> Ports:
+        """The ports a saved State names; a name this version no longer uses (an older sandbox's
+        `kwok_node`) is ignored, so `sandbox status` and `down` still work on a sandbox it started."""
+        return cls(**{name: port for name, port in ports.items() if name in cls.__dataclass_fields__})
 
 
 def etcd(binary: Path, data_dir: Path, ports: Ports) -> list[str]:
@@ -73,6 +80,9 @@ def apiserver(binary: Path, certs: ClusterPKI, ports: Ports, cert_dir: Path) -> 
         f"--proxy-client-key-file={certs.front_proxy_client_key}",
         f"--cert-dir={cert_dir}",
         "--profiling=false",
+        # The nodes' kubelet is kwok's server on 127.0.0.1; their Hostname address (the node name) resolves
+        # nowhere, so pods/log goes to the InternalIP.
+        "--kubelet-preferred-address-types=InternalIP",
         "--v=1",
     ]
 
@@ -108,15 +118,20 @@ def scheduler(binary: Path, kubeconfig: Path, ports: Ports, cert_dir: Path) -> l
     return [str(binary), *_delegated_serving(kubeconfig, ports.scheduler), f"--cert-dir={cert_dir}"]
 
 
-def kwok(binary: Path, kubeconfig: Path, config: Path, ports: Ports) -> list[str]:
+def kwok(binary: Path, certs: ClusterPKI, kubeconfig: Path, config: Path, ports: Ports) -> list[str]:
+    """kwok, serving the nodes' kubelet API on its own port: kube-apiserver dials it over TLS (with no
+    --kubelet-certificate-authority it does not verify the certificate, as with a kubelet's self-signed
+    one) and the health probe over plain HTTP, which kwok tells apart on one listener."""
     return [
         str(binary),
         f"--kubeconfig={kubeconfig}",
         f"--config={config}",
         "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
         "--node-ip=127.0.0.1",
-        f"--node-port={ports.kwok_node}",
+        f"--node-port={ports.kwok}",
         f"--server-address=127.0.0.1:{ports.kwok}",
+        f"--tls-cert-file={certs.apiserver_crt}",
+        f"--tls-private-key-file={certs.apiserver_key}",
         "--cidr=10.244.0.0/16",
         "--v=INFO",
     ]

@@ -320,3 +320,16 @@ async def test_the_observer_hears_every_attempt_and_every_watch_with_its_answer(
         ("WATCH", "configmaps", 0),
         ("WATCH", "configmaps", 200),
     ]
+
+
+async def test_a_byte_stream_is_handed_on_untouched_and_its_refusal_raised_before_any_byte() -> None:
+    log = FakeResponse(200, chunks=[b"first li", b"ne\n\n", b"no newline at the end"])
+    kube, http, _ = client(log, FakeResponse(400, status(400, "BadRequest")))
+    path = resources.PODS.path("p", "ns", "log")
+    async with kube.stream_bytes(path, params={"follow": "true"}, read_timeout=5) as chunks:
+        assert [chunk async for chunk in chunks] == [b"first li", b"ne\n\n", b"no newline at the end"]
+    assert log.closed
+    assert http.calls[0][1] == "/api/v1/namespaces/ns/pods/p/log"
+    with pytest.raises(errors.BadRequest):
+        async with kube.stream_bytes(path, params={}, read_timeout=5):
+            pass

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gpustack_operator.api.json import JSONObj, as_list, as_mapping, as_str
+from gpustack_operator.api.json import JSONObj, as_list, as_mapping, as_str, controlled_by
 from gpustack_operator.api.keys import INSTANCE_UID_LABEL, RESOURCE_TYPE_INSTANCES, RESOURCE_TYPE_LABEL
 
 __all__ = ["SERVICE_TYPE", "render_service", "serves_pod", "service_ports"]
@@ -72,6 +72,4 @@ def render_service(pod: Mapping[str, Any]) -> JSONObj | None:
 
 def serves_pod(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     """The Service was made for this very Pod (its controlling owner is the Pod's UID), not a predecessor."""
-    uid = as_str(as_mapping(pod.get("metadata")).get("uid"))
-    refs = as_list(as_mapping(service.get("metadata")).get("ownerReferences"))
-    return any(as_mapping(ref).get("controller") and as_mapping(ref).get("uid") == uid for ref in refs)
+    return controlled_by(service, pod)
