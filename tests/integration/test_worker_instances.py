@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpustack_operator.api.json import JSONObj
 from gpustack_operator.kube import resources
@@ -113,6 +114,47 @@ async def test_1_a_two_card_instance_runs_in_its_queue_and_shows_its_cards(
     header, row = out.splitlines()[0].split(), next(r.split() for r in out.splitlines() if r.startswith(name))
     assert header == ["NAME", "TYPE", "PHASE", "NODE", "STOP", "AGE"]
     assert row[1:4] == [H100, "Running", status["nodeName"]]  # STOP is blank while unset
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples of one metric in a Prometheus scrape, by their sorted labels."""
+    return {
+        tuple(sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    }
+
+
+async def test_1b_the_workers_metrics_show_the_pool_as_its_instancetype_does_and_count_the_decision(
+    kube: Client, kubectl: Kubectl, space: str, served: Served
+) -> None:
+    name = await started(kube, kubectl, space, resources={"accelerator": 2})
+    await reaches(kube, space, name, "Running")
+    pool = (("pool", H100),)
+
+    async def as_the_instancetype_says() -> bool:  # the status catches up with the ledger, the scrape too
+        status = (await kube.get(INSTANCE_TYPES, H100))["status"]["accelerator"]
+        text = await served.worker.metrics()
+        seen = {
+            field: samples(text, f"gpustack_pool_{part}_cards").get(pool)
+            for field, part in (
+                ("capacity", "capacity"),
+                ("remaining", "remaining"),
+                ("onceMaxRequest", "once_max_request"),
+            )
+        }
+        assert seen == {field: float(status[field]) for field in seen}, (seen, status)
+        assert seen["remaining"] is not None
+        assert seen["capacity"] is not None
+        assert seen["remaining"] <= seen["capacity"] - 2, "the Instance's two cards are not counted"
+        return True
+
+    await eventually(as_the_instancetype_says, timeout=LONG, what="the pool's metrics as its InstanceType")
+    text = await served.worker.metrics()
+    assert samples(text, "gpustack_pool_active").get(pool) == 1.0
+    decided = samples(text, "gpustack_admission_check_decision_seconds_count")
+    assert decided.get((("reason", "fits"), ("result", "Ready")), 0) >= 1, decided
 
 
 async def test_2_a_sliced_instance_runs_on_a_slice_the_ledger_shows(
