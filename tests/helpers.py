@@ -4,6 +4,7 @@
 the one way they assert that something stays true (nothing happens) over a window; a new wait loop or a
 bare sleep in a test is a second implementation with its own timeout and error message to get wrong, and a
 sleep followed by one look cannot tell "nothing happened" from "it happened and was undone".
+`exposed` reads a number out of a Prometheus exposition, as a scrape sees it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
+
+from prometheus_client.parser import text_string_to_metric_families
 
 T = TypeVar("T")
 
@@ -139,3 +142,14 @@ async def compact_etcd(etcd_port: int) -> int:
     ):
         resp.raise_for_status()
     return revision
+
+
+def exposed(text: str, sample: str, /, **labels: str) -> float:
+    """The sum of the samples named `sample` (`..._total`, `..._count`, `..._bucket` as exposed) whose
+    labels include `labels`, in the Prometheus exposition `text`; 0 when there are none."""
+    return sum(
+        found.value
+        for family in text_string_to_metric_families(text)
+        for found in family.samples
+        if found.name == sample and labels.items() <= found.labels.items()
+    )

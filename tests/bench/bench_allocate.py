@@ -7,9 +7,10 @@ The node has eight H100s; most of its pods already hold slices (their annotation
 CPU-only, and the rest are Pending sliced pods. The benchmark plays the kubelet: for each pending pod, in
 creation order, one Allocate RPC over a unix socket to the `nvidia.com/gpu.sliced` resource server, which
 identifies the pod among all of them, checks the cards across modes under the node lock, reserves, writes
-the annotation and answers with the HAMi-core response. The annotation write stands in for the API
-server's PATCH with a fixed delay (`--write-ms`, default 10 ms on localhost); pods come from memory, as
-they come from the informer cache in `serve`.
+the annotation, observes the Allocate histogram (`DeviceMetrics`, as `serve` wires it) and answers with the
+HAMi-core response. The annotation write stands in for the API server's PATCH with a fixed delay
+(`--write-ms`, default 10 ms on localhost); pods come from memory, as they come from the informer cache
+in `serve`.
 
 Printed: p50/p99 of the full Allocate, and as baseline, measured in the same run on the same pods, p50/p99
 of identification plus the cross-mode check alone (`Planner.plan`, no lock, no gRPC, no write), and the
@@ -43,6 +44,7 @@ from gpustack_operator.api.types.devices import DeviceAllocationMode
 from gpustack_operator.device_manager.allocator.allocator import Allocator, AllocatorConfig
 from gpustack_operator.device_manager.allocator.annotation import AllocatedCard, ContainerAllocation
 from gpustack_operator.device_manager.allocator.workdirs import HostPaths
+from gpustack_operator.device_manager.metrics import DeviceMetrics
 from gpustack_operator.device_manager.plugin import ids
 from gpustack_operator.device_manager.plugin.api import pb, rpc
 from gpustack_operator.device_manager.plugin.inventory import Inventory
@@ -128,7 +130,15 @@ async def run(total: int, allocations: int, write_ms: float) -> None:
     cluster = MemoryCluster(pods, write_ms / 1000)
     inventory = Inventory("nvidia", [group(count=CARDS)])
     config = AllocatorConfig("bench", paths=HostPaths(workdir / "data", workdir / "lock"))
-    allocator = Allocator({"nvidia": inventory}, cluster, cluster, config)
+    metrics = DeviceMetrics()  # observed on every Allocate, as `serve` wires it
+    allocator = Allocator(
+        {"nvidia": inventory},
+        cluster,
+        cluster,
+        config,
+        on_refused=metrics.allocate_refused,
+        on_finished=metrics.allocate_finished,
+    )
     server = ResourceServer(SLICED, inventory, allocator, workdir)
     base = await baseline(allocator, pods, allocations)
     await server.start()

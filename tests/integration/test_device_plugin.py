@@ -23,7 +23,7 @@ from gpustack_operator.kube.client import Client
 from gpustack_operator.sandbox.cluster import Sandbox
 from gpustack_operator.sandbox.kwok import COMPLETE_ANNOTATION
 from gpustack_operator.sandbox.nodeagents import device_manager_name, kubelet_name
-from tests.helpers import eventually
+from tests.helpers import eventually, exposed
 
 H100_MIB = 81559
 SLICED_25 = {
@@ -357,13 +357,18 @@ async def ledger_matches(kube: Client, node: str, held: dict[str, int]) -> bool:
     return all(remaining == 1_600_000 - held.get(card, 0) for card, (_, remaining) in cards.items())
 
 
-async def metric(sandbox: Sandbox, node: str, name: str) -> float:
-    """Sum of one series family of the node's device manager."""
+async def scrape(sandbox: Sandbox, node: str) -> str:
+    """The node's device manager's /metrics."""
     assert sandbox.state is not None
     url = sandbox.state.agent_metrics[device_manager_name(node)]
     async with aiohttp.ClientSession() as session, session.get(url) as resp:
-        text = await resp.text()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+        resp.raise_for_status()
+        return await resp.text()
+
+
+async def metric(sandbox: Sandbox, node: str, name: str, /, **labels: str) -> float:
+    """One sample of the node's device manager, summed over the series whose labels include `labels`."""
+    return exposed(await scrape(sandbox, node), name, **labels)
 
 
 async def test_half_card_slices_spread_over_cards_fill_a_node_exactly_and_the_next_is_refused_at_allocate(

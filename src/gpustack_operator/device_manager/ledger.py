@@ -7,9 +7,11 @@ each pod, oldest first, folds its containers in name order, setting the card's m
 a pod that would put a card held in one mode into another is skipped whole and reported. Unlike the
 contract's fold, `remaining` is not clamped at zero: a card whose holders were given more than it has
 shows its true, negative remaining and `oversold: true`, is logged and counted
-(`gpustack_device_manager_oversold_cards`), and gives nothing in the InstanceType views. The fold is the
-allocator's own (``allocator.holdings``), so the ledger and Allocate's cross-mode check never disagree,
-and a restarted device manager rebuilds exactly the same ledger.
+(`gpustack_device_manager_oversold_cards`), and gives nothing in the InstanceType views. The rebuild also
+counts its holder records, one per container of a counted pod that records cards
+(`gpustack_device_manager_ledger_holders`). The fold is the allocator's own (``allocator.holdings``), so
+the ledger and Allocate's cross-mode check never disagree, and a restarted device manager rebuilds exactly
+the same ledger.
 
 A pod records each card under the group ID it had at Allocate. A group can be renamed under running work
 (GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY toggled, a driver that spells the product differently), so a
@@ -54,6 +56,9 @@ class Rebuild:
     """Pods whose annotation cannot be parsed: their cards read free while they may still hold them."""
     oversold: list[str] = field(default_factory=list)
     """UUIDs of the cards whose holders add up to more than the card (remaining below zero)."""
+    holders: int = 0
+    """Holder records counted: one per container of a counted pod that records cards (an app container
+    reusing its init container's card is a record of its own; the card is charged once)."""
 
 
 def remaining_of(entry: AcceleratorAllocation) -> int:
@@ -94,6 +99,7 @@ def rebuild(spec: DevicesSpec, pods: Iterable[Mapping[str, Any]]) -> Rebuild:
     """
     holdings = Holdings(card_homes(spec))
     conflicts, unreadable = [], []
+    holders = 0
     for pod in sorted(pods, key=age_key):
         if not is_active(pod):
             continue
@@ -103,14 +109,18 @@ def rebuild(spec: DevicesSpec, pods: Iterable[Mapping[str, Any]]) -> Rebuild:
             log.error("pod=%s: unreadable allocation annotation, its cards read free: %s", pod_key(pod), exc)
             unreadable.append(pod_key(pod))
             continue
-        if allocations and not holdings.add_pod(pod_key(pod), allocations):
+        if not allocations:
+            continue
+        if holdings.add_pod(pod_key(pod), allocations):
+            holders += sum(1 for alloc in allocations.values() if alloc.cards)
+        else:
             conflicts.append(pod_key(pod))
     oversold = holdings.oversold()
     in_spec = [
         (group["id"], acc["id"]) for group in spec.get("groups", []) for acc in group.get("accelerators", [])
     ]
     over = [uuid for gid, uuid in in_spec if (gid, uuid) in oversold]
-    return Rebuild(_status(spec, holdings), conflicts, unreadable, over)
+    return Rebuild(_status(spec, holdings), conflicts, unreadable, over, holders)
 
 
 async def sync_status(client: Client, node: str) -> Rebuild | None:

@@ -9,7 +9,9 @@ that loads late gets its servers, a vendor whose cards all go has them stopped),
 allocator over an informer of the node's pods, and a ledger writer that rebuilds Devices.status whenever
 an allocation is recorded, a pod comes or goes, or the detect loop reports: it is the only writer of
 Devices.status, and each write is conditional on the resourceVersion it was rebuilt from, so a spec
-reported meanwhile makes it rebuild rather than leave a ledger of the old cards. Everything runs as named
+reported meanwhile makes it rebuild rather than leave a ledger of the old cards. The metrics (metrics.py)
+are fed from the same places: the allocator times each Allocate, the detect loop's listener counts the
+cards by health, the ledger writer the holders and oversold cards. Everything runs as named
 tasks under one Supervisor, so SIGTERM stops it cleanly and a crashed task is restarted with backoff;
 every wait between periods is on an injectable Clock.
 """
@@ -144,7 +146,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         type=_bind_address,
         default=DEFAULT_METRICS_ADDRESS,
         metavar="HOST:PORT",
-        help="where to serve Prometheus /metrics (oversold cards, Allocate refusals); `:9402` listens on "
+        help="where to serve Prometheus /metrics (Allocate latency and refusals, cards by health, ledger "
+        "holders, oversold cards); `:9402` listens on "
         "every interface, 0 turns it off (default: %(default)s)",
     )
 
@@ -193,7 +196,8 @@ def resource_specs(manufacturer: str, inventory: Inventory, opts: ServeOptions) 
 
 class LedgerWriter:
     """Rebuilds Devices.status after each kick; kicks that arrive while it works coalesce into one. Each
-    rebuild sets the oversold-cards gauge, and a change in which cards are oversold is logged."""
+    rebuild sets the ledger-holders and oversold-cards gauges, and a change in which cards are oversold is
+    logged."""
 
     def __init__(
         self,
@@ -212,7 +216,7 @@ class LedgerWriter:
 
     def _observe(self, result: ledger.Rebuild | None) -> None:
         oversold = result.oversold if result is not None else []
-        self.metrics.oversold_cards.labels(self.node).set(len(oversold))
+        self.metrics.observe_ledger(self.node, result.holders if result is not None else 0, len(oversold))
         if oversold != self._oversold:
             if oversold:
                 log.warning(
@@ -306,7 +310,8 @@ async def serve(opts: ServeOptions, backend: Backend, clock: Clock | None = None
         writer.kick,
         clock=clock,
         kubelet=kubelet_pods,
-        on_refused=lambda resource, reason: metrics.allocate_refusals.labels(resource, reason).inc(),
+        on_refused=metrics.allocate_refused,
+        on_finished=metrics.allocate_finished,
     )
     informer.add_handler(PodEvents(allocator, pods, writer))
     plugins = VendorPlugins(
@@ -318,6 +323,7 @@ async def serve(opts: ServeOptions, backend: Backend, clock: Clock | None = None
     )
 
     def on_groups(groups: Sequence[DevicesGroup]) -> None:
+        metrics.observe_cards(opts.node, groups)
         for inventory in inventories.values():
             inventory.update(groups)
         plugins.refresh()

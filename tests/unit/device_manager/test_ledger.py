@@ -231,3 +231,18 @@ def test_status_entries_omit_empty_remaining_and_always_carry_the_mode() -> None
         {"id": "GPU-0", "index": 0, "mode": EXCLUSIVE},
         {"id": "GPU-1", "index": 1, "mode": 0, "remaining": 1_600_000},
     ]
+
+
+def test_holders_are_one_per_container_of_each_counted_pod_holding_cards() -> None:
+    pods = [
+        pod("pair", {"a": [(SLICED, "GPU-0", 400_000)], "b": [(SLICED, "GPU-0", 400_000)]}),
+        pod("reuse", {"init": [(SLICED, "GPU-0", 400_000)], "main": [(SLICED, "GPU-0", 400_000)]},
+            tokens={"init": 3, "main": 3}),
+        pod("done", {"main": [(SLICED, "GPU-1", 400_000)]}, phase="Failed"),
+        pod("clash", {"main": [(EXCLUSIVE, "GPU-0", 1_600_000)]}, created="2026-01-01T00:00:01Z"),
+        pod("bad", raw="{not json"),
+        pod("cpu"),
+    ]  # fmt: skip
+    result = rebuild(SPEC, pods)
+    assert result.holders == 4, "the pair's two containers, and the init and app container reusing a card"
+    assert ledger(pods)[0] == (SLICED, 400_000), "the reused card is charged once"

@@ -37,10 +37,12 @@ def devices(cards: int, version: int) -> dict[str, Any]:
 
 class DevicesApi:
     """One node's Devices as the API server keeps it: a status patch whose resourceVersion is not the
-    object's current one is answered 409. `on_list` runs while the writer lists pods (mid-rebuild)."""
+    object's current one is answered 409. `on_list` runs while the writer lists pods (mid-rebuild); `pods`
+    are the node's pods it lists."""
 
     def __init__(self, cards: int) -> None:
         self.devices = devices(cards, 1)
+        self.pods: list[dict[str, Any]] = []
         self.patches: list[dict[str, Any]] = []
         self.selectors: list[str | None] = []
         self.on_list = lambda: None
@@ -56,7 +58,7 @@ class DevicesApi:
     async def list(self, res: Any, namespace: str | None = None, **selectors: str | None) -> list[Any]:
         self.selectors.append(selectors.get("field_selector"))
         self.on_list()
-        return []
+        return copy.deepcopy(self.pods)
 
     async def patch(self, res: Any, name: str, patch: dict[str, Any], **kw: Any) -> dict[str, Any]:
         self.patches.append(patch)

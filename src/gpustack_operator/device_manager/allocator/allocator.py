@@ -105,6 +105,7 @@ class Allocator:
         clock: Clock | None = None,
         kubelet: KubeletSource | None = None,
         on_refused: Callable[[str, str], None] = lambda resource, reason: None,
+        on_finished: Callable[[ResourceSpec, str, float], None] = lambda resource, result, seconds: None,
     ) -> None:
         self.inventories = inventories
         self.pods = pods
@@ -114,6 +115,10 @@ class Allocator:
         self.on_change = on_change
         self.on_refused = on_refused
         """Told (resource, reason: capacity, conflict or other) of every Allocate refused."""
+        self.on_finished = on_finished
+        """Told (resource, result, seconds) of every Allocate as it ends: `ok`, `refused` (an AllocateError
+        before anything was reserved: what `on_refused` hears) or `error` (the record could not be written,
+        anything unexpected, a cancellation such as the resource server's timeout)."""
         self.clock: Clock = clock or MonotonicClock()
         self.reservations = Reservations()
         self.planner = Planner(self.reservations, config.paths, inventories)
@@ -125,21 +130,20 @@ class Allocator:
     # ---- AllocationHandler ---------------------------------------------------------------------------------
     async def allocate(self, resource: ResourceSpec, device_ids: Sequence[str]) -> ContainerResponse:
         started = time.perf_counter()
+        result = "error"
         try:
-            devices, cards = resolve(resource, self.inventories.get(resource.manufacturer), device_ids)
-            plan = await self._identify(resource, devices, cards)
-        except AllocateError as err:
-            reason = (
-                "capacity"
-                if isinstance(err, CardCapacityError)
-                else "conflict"
-                if isinstance(err, CardConflictError)
-                else "other"
-            )
-            self.on_refused(resource.name, reason)
-            raise
-        if plan.allocation is not None:
-            await self._record(plan)
+            try:
+                devices, cards = resolve(resource, self.inventories.get(resource.manufacturer), device_ids)
+                plan = await self._identify(resource, devices, cards)
+            except AllocateError as err:
+                result = "refused"
+                self.on_refused(resource.name, _refusal_reason(err))
+                raise
+            if plan.allocation is not None:
+                await self._record(plan)
+            result = "ok"
+        finally:
+            self.on_finished(resource, result, time.perf_counter() - started)
         log.info(
             "allocated resource=%s pod=%s container=%s tier=%s devices=%s in %.1fms",
             resource.name,
@@ -309,6 +313,13 @@ class Allocator:
             log.error("recording allocation failed pod=%s container=%s: %s", key, plan.container, err)
             raise AllocateError(f"cannot record the allocation of pod {key}: {err}") from err
         self.on_change()
+
+
+def _refusal_reason(err: AllocateError) -> str:
+    """What `on_refused` is told: capacity, conflict or other."""
+    if isinstance(err, CardCapacityError):
+        return "capacity"
+    return "conflict" if isinstance(err, CardConflictError) else "other"
 
 
 def _confirmed(conflict: CardConflictError, kubelet: KubeletPods | None) -> bool:
