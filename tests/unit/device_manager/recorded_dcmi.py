@@ -11,15 +11,19 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from gpustack_operator.device_manager.detector import clib, dcmi
+from tests.unit.device_manager.recorded import SysfsDevice
 
 OK = 0
 INNER_ERROR = -8005
 NOT_SUPPORT = dcmi.ERROR_NOT_SUPPORT
 DEVICE_NOT_EXIST = -8008
+BUSES = [0xC1, 0x01, 0x41, 0x81, 0xC2, 0x02, 0x42, 0x82]
+"""The Atlas 800T A2's NPU buses, in logic-ID order."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class RecordedNpu:
 
 def npu_910b(logic: int, chip: bytes = b"910B2", aicores: int = 24, **changes: Any) -> RecordedNpu:
     """One NPU of an Atlas 800T A2: a card per NPU, logic ID = physical ID = card ID."""
-    bus = (0, [0xC1, 0x01, 0x41, 0x81, 0xC2, 0x02, 0x42, 0x82][logic], 0, 0)
+    bus = (0, BUSES[logic], 0, 0)
     die = (0x8C1A2B3D + logic, 0x4E5F6071, 0x12345678, 0x9ABCDEF0, 0x0)
     values: dict[str, Any] = {
         "card": logic,
@@ -66,6 +70,20 @@ def npu_910b(logic: int, chip: bytes = b"910B2", aicores: int = 24, **changes: A
 
 
 ATLAS_800T_A2 = [npu_910b(i) for i in range(8)]
+A2_PCI = [  # its bus as sysfs shows it
+    SysfsDevice(f"0000:{bus:02x}:00.0", "19e5", "d802", "120001", str(i // 4), "0-95", f"0000:{bus - 1:02x}")
+    for i, bus in enumerate(BUSES)
+]
+
+
+def toolkit(root: Path, cann: str = "8.0.RC3") -> Path:
+    """A host root with the CANN toolkit's version.info where the default install puts it."""
+    info = root / "usr/local/Ascend/ascend-toolkit/latest/runtime/version.info"
+    info.parent.mkdir(parents=True)
+    info.write_text(f"Version={cann}\nversion_dir=8.0.RC3\n")
+    return root
+
+
 DUO_310P3 = [
     RecordedNpu(
         0,

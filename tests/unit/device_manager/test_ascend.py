@@ -17,6 +17,7 @@ from gpustack_operator.device_manager.detector.vendor import LibraryUnavailableE
 from gpustack_operator.device_manager.grouping import group_cards
 from tests.unit.device_manager.recorded import SysfsDevice, build_sysfs
 from tests.unit.device_manager.recorded_dcmi import (
+    A2_PCI,
     ATLAS_800T_A2,
     DUO_310P3,
     INNER_ERROR,
@@ -25,21 +26,8 @@ from tests.unit.device_manager.recorded_dcmi import (
     npu_910b,
     opener,
     record_dcmi,
+    toolkit,
 )
-
-BUSES = [0xC1, 0x01, 0x41, 0x81, 0xC2, 0x02, 0x42, 0x82]
-A2_PCI = [
-    SysfsDevice(f"0000:{bus:02x}:00.0", "19e5", "d802", "120001", str(i // 4), "0-95", f"0000:{bus - 1:02x}")
-    for i, bus in enumerate(BUSES)
-]
-
-
-def toolkit(root: Path, cann: str = "8.0.RC3") -> Path:
-    """A host root with the CANN toolkit's version.info where the default install puts it."""
-    info = root / "usr/local/Ascend/ascend-toolkit/latest/runtime/version.info"
-    info.parent.mkdir(parents=True)
-    info.write_text(f"Version={cann}\nversion_dir=8.0.RC3\n")
-    return root
 
 
 def detector(handle: object, root: Path) -> AscendDetector:
