@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from gpustack_operator.api.types.devices import DevicesGroup
 from gpustack_operator.device_manager import serve as serve_module
 from gpustack_operator.device_manager.detector.hardware import HardwareBackend
 from gpustack_operator.device_manager.grouping import group_cards
@@ -25,7 +26,11 @@ from gpustack_operator.device_manager.reporting import Reporter
 from gpustack_operator.device_manager.simulated import SimulatedBackend
 from gpustack_operator.kube.client import connect
 from gpustack_operator.kube.errors import KubeConfigError
+from gpustack_operator.rules.capacity.nodes import sliced_capacities
+from gpustack_operator.rules.naming.labels import construct_acceleratable_node_labels
 from gpustack_operator.rules.naming.manufacturers import ManufacturerConfigError, known_manufacturers
+from gpustack_operator.rules.naming.manufacturers import manufacturer as lookup_manufacturer
+from gpustack_operator.rules.naming.resources import ResourceKind, resource_name_for
 from gpustack_operator.runtime import logs
 from gpustack_operator.settings.environment import Environment, EnvironmentValueError
 
@@ -87,6 +92,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     detect = actions.add_parser("detect", help="print the detected Devices spec.groups as YAML")
     add_backend_flags(detect)
+    detect.add_argument(
+        "--labels",
+        action="store_true",
+        help="also print the NodeFeature labels these groups give and the .sliced.* capacities the worker "
+        "publishes once the device plugin advertises every sliceable card's tokens",
+    )
     detect.set_defaults(func=run_detect)
     monitor = actions.add_parser("monitor", help="print health and utilisation every period")
     add_backend_flags(monitor)
@@ -119,8 +130,25 @@ def run_detect(args: argparse.Namespace) -> int:
     except (ValueError, DetectionError, EnvironmentValueError, ManufacturerConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    sys.stdout.write(yaml.safe_dump({"groups": groups}, sort_keys=False))
+    shown: dict[str, object] = {"groups": groups}
+    if args.labels:
+        shown["labels"] = construct_acceleratable_node_labels(groups)
+        shown["capacities"] = sliced_capacities(advertised_sliced_tokens(groups), groups)
+    sys.stdout.write(yaml.safe_dump(shown, sort_keys=False))
     return 0
+
+
+def advertised_sliced_tokens(groups: list[DevicesGroup]) -> dict[str, str]:
+    """`<base>.sliced` capacity the device plugin gives the node: `maxSize` tokens per sliceable card."""
+    tokens: dict[str, int] = {}
+    for group in groups:
+        info = lookup_manufacturer(group.get("manufacturer", ""))
+        sliced = (group.get("acceleratorsFeature") or {}).get("logicalSliced")
+        slices = sliced.get("maxSize", 0) if sliced else 0
+        if info is not None and slices > 0:
+            name = resource_name_for(info.resource_name, ResourceKind.SLICED)
+            tokens[name] = tokens.get(name, 0) + slices * len(group.get("accelerators") or [])
+    return {name: str(count) for name, count in tokens.items()}
 
 
 async def _monitor(args: argparse.Namespace, environment: Environment, backend: Backend) -> None:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 import yaml
 
 from gpustack_operator.cli import main
+from gpustack_operator.device_manager import command
+from gpustack_operator.device_manager.detector.ascend import AscendDetector
+from gpustack_operator.device_manager.detector.hardware import HardwareBackend, vendor_detectors
+from tests.unit.device_manager.recorded import build_sysfs
+from tests.unit.device_manager.recorded_dcmi import A2_PCI, ATLAS_800T_A2, opener, record_dcmi, toolkit
 
 INVENTORY = str(Path(__file__).parents[3] / "src/gpustack_operator/sandbox/inventory.yaml")
 
@@ -54,3 +60,40 @@ def test_unknown_manufacturer_is_refused_by_the_parser(capsys: pytest.CaptureFix
     with pytest.raises(SystemExit):
         main(["dm", "detect", "--manufacturer", "intel"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_detect_on_an_ascend_node_prints_its_group_labels_and_sliced_capacities(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Eight 910B2 NPUs (64 GiB, 24 AI cores) as DCMI answers them: contract §7.2/§5.3 labels, and the four
+    `.sliced.*` capacities of §5.2 (63 overcommitted slices per card) that make vcann-rt reachable."""
+    detectors = vendor_detectors()
+    detectors["ascend"] = AscendDetector(opener(record_dcmi(ATLAS_800T_A2)), toolkit(tmp_path / "host"), {})
+    sysfs = build_sysfs(tmp_path / "sys", A2_PCI)
+    monkeypatch.setattr(
+        command, "HardwareBackend", functools.partial(HardwareBackend, detectors=detectors, sysfs=sysfs)
+    )
+    assert main(["dm", "detect", "--manufacturer", "ascend", "--labels"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert [(g["id"], g["memory"], g["cores"], len(g["accelerators"])) for g in shown["groups"]] == [
+        ("910b2", 65536, 24, 8)
+    ]
+    model = "acceleratable.feature.gpustack.ai/ascend-910b2"
+    assert shown["labels"] == {
+        "feature.gpustack.ai/acceleratable": "true",
+        "acceleratable.feature.gpustack.ai/ascend": "true",
+        "acceleratable.feature.gpustack.ai/ascend.driver-version": "24.1.rc3",
+        "acceleratable.feature.gpustack.ai/ascend.runtime-version": "8.0",
+        model: "true",
+        f"{model}.product": "Ascend910B2",
+        f"{model}.memory": "64Gi",
+        f"{model}.cores": "24",
+        f"{model}.count": "8",
+        f"{model}.family": "910B",
+    }
+    assert shown["capacities"] == {
+        "huawei.com/npu.sliced.units": "12800000",
+        "huawei.com/npu.sliced.cores-percentage": "50400",
+        "huawei.com/npu.sliced.memory-percentage": "800",
+        "huawei.com/npu.sliced.memory-mib": "524288",
+    }

@@ -87,10 +87,10 @@ def test_a_card_on_the_bus_that_nvml_does_not_see_is_reported_unhealthy(
     assert "does not see" in cards[1].detail_missing
 
 
-def test_manufacturers_without_a_python_binding_report_pci_facts(tmp_path: Path) -> None:
+def test_manufacturers_whose_library_is_missing_report_pci_facts(tmp_path: Path) -> None:
     (card,) = backend(tmp_path, [ASCEND, ETHERNET]).detect()
     assert (card.manufacturer, card.pci_bus_id, card.numa_affinity) == ("ascend", "0000:c1:00.0", "1")
-    assert "no Python binding of DCMI" in card.detail_missing
+    assert "Ascend DCMI (libdcmi.so) cannot be loaded" in card.detail_missing
 
 
 def test_pci_backend_skips_libraries_and_nvml_backend_requires_them(

@@ -1,9 +1,9 @@
 """Cambricon MLUs: PCI facts only, because cndev (libcndev.so from Neuware) has no Python binding to call.
 
-Cambricon publishes no Python package for cndev, and this operator loads no vendor library through hand-
-written ctypes. So a node's cambricon cards are reported from the PCI bus (count, bus address, NUMA node,
-local CPUs, the hardware database's name), with `detail_missing` saying so; VRAM, versions and health stay
-unknown and the cards are not sliceable.
+Cambricon publishes no Python package for cndev, and our ctypes binding (see ``clib`` and ``dcmi`` for
+Ascend's) is not written yet. So a node's cambricon cards are reported from the PCI bus (count, bus address,
+NUMA node, local CPUs, the hardware database's name), with `detail_missing` saying so; VRAM, versions and
+health stay unknown and the cards are not sliceable.
 """
 
 from __future__ import annotations

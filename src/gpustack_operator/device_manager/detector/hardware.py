@@ -31,14 +31,16 @@ from gpustack_operator.rules.naming.manufacturers import manufacturers as known_
 
 log = logging.getLogger(__name__)
 
-_PCI_ONLY = (ascend, cambricon, hygon, iluvatar, metax, mthreads, thead)
+_PCI_ONLY = (cambricon, hygon, iluvatar, metax, mthreads, thead)
 
 
 def vendor_detectors() -> dict[str, VendorDetector]:
-    """One detector per manufacturer: NVML for NVIDIA, amdsmi for AMD, PCI facts for the rest."""
+    """One detector per manufacturer: NVML for NVIDIA, amdsmi for AMD, DCMI for Ascend, PCI facts for the
+    rest. Constructing them loads nothing: each loads its library when its cards are first on the bus."""
     detectors: dict[str, VendorDetector] = {
         nvidia.MANUFACTURER: nvidia.NvmlDetector(),
         amd.MANUFACTURER: amd.AmdSmiDetector(),
+        ascend.MANUFACTURER: ascend.detector(),
     }
     detectors.update({module.MANUFACTURER: module.detector() for module in _PCI_ONLY})
     return detectors

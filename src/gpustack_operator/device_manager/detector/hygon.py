@@ -1,9 +1,9 @@
 """Hygon DCUs: PCI facts only, because the DTK's DMI library (libhydmi.so) has no Python binding to call.
 
-Hygon publishes no Python package for it, and this operator loads no vendor library through hand-written
-ctypes. So a node's hygon cards are reported from the PCI bus (count, bus address, NUMA node, local CPUs,
-the hardware database's name), with `detail_missing` saying so; VRAM, versions and health stay unknown and
-the cards are not sliceable.
+Hygon publishes no Python package for it, and our ctypes binding (see ``clib`` and ``dcmi`` for Ascend's) is
+not written yet. So a node's hygon cards are reported from the PCI bus (count, bus address, NUMA node, local
+CPUs, the hardware database's name), with `detail_missing` saying so; VRAM, versions and health stay unknown
+and the cards are not sliceable.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Iluvatar CoreX GPUs: PCI facts only, because ixml (libixml.so from CoreX) has no Python binding to call.
 
-Iluvatar publishes no Python package for ixml, and this operator loads no vendor library through hand-
-written ctypes. So a node's iluvatar cards are reported from the PCI bus (count, bus address, NUMA node,
-local CPUs, the hardware database's name), with `detail_missing` saying so; VRAM, versions and health stay
-unknown and the cards are not sliceable.
+Iluvatar publishes no Python package for ixml, and our ctypes binding (see ``clib`` and ``dcmi`` for
+Ascend's) is not written yet. So a node's iluvatar cards are reported from the PCI bus (count, bus address,
+NUMA node, local CPUs, the hardware database's name), with `detail_missing` saying so; VRAM, versions and
+health stay unknown and the cards are not sliceable.
 """
 
 from __future__ import annotations

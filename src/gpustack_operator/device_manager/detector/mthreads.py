@@ -1,9 +1,9 @@
 """Moore Threads GPUs: PCI facts only, because mtml (libmtml.so) has no Python binding to call.
 
-Moore Threads publishes no Python package for mtml, and this operator loads no vendor library through hand-
-written ctypes. So a node's mthreads cards are reported from the PCI bus (count, bus address, NUMA node,
-local CPUs, the hardware database's name), with `detail_missing` saying so; VRAM, versions and health stay
-unknown and the cards are not sliceable.
+Moore Threads publishes no Python package for mtml, and our ctypes binding (see ``clib`` and ``dcmi`` for
+Ascend's) is not written yet. So a node's mthreads cards are reported from the PCI bus (count, bus address,
+NUMA node, local CPUs, the hardware database's name), with `detail_missing` saying so; VRAM, versions and
+health stay unknown and the cards are not sliceable.
 """
 
 from __future__ import annotations

@@ -20,6 +20,20 @@ class LibraryUnavailableError(DetectionError):
     """The vendor library cannot be used on this node; the message is what `detail_missing` reports."""
 
 
+class CallError(Exception):
+    """A vendor library call answered an error code (``code`` None: the library lacks the function).
+
+    Raised by our ctypes bindings (``clib``); defined here so a detector can catch it without importing
+    ctypes before its vendor's cards are found.
+    """
+
+    def __init__(self, function: str, code: int | None) -> None:
+        reason = "not exported by this library version" if code is None else f"returned {code}"
+        super().__init__(f"{function} {reason}")
+        self.function = function
+        self.code = code
+
+
 class VendorDetector(Protocol):
     """Full detail of one manufacturer's cards from its management library."""
 

@@ -1,0 +1,84 @@
+"""A vendor's C management library called through ctypes, for vendors that publish no Python binding.
+
+DCMI (Ascend), cndev (Cambricon), Hygon's DMI and the rest ship only a shared library and a C header.
+The device manager's 60 MB budget leaves no room for a third-party binding package (gpustack-runtime's
+detector costs 18 MB; see the README beside this file), and ctypes itself costs 0.25 MB, so each vendor
+gets a small binding of its own on this module: the library is found among the vendor's documented
+install paths, every function used is declared with its C prototype (so a wrong argument fails in
+Python, not in the library), and a non-zero return code becomes ``CallError`` with the code.
+
+Only a vendor's binding module imports this one, and only when that vendor's cards are on the bus, so
+a node pays for ctypes and for one vendor's library at most. Tests hand in a recorded library instead
+of the real one: an object whose attributes are C-callable stand-ins (``recorded_function``) built from
+the same prototypes, so the recorded answers pass through ctypes' real argument marshalling.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from gpustack_operator.device_manager.detector.vendor import CallError, LibraryUnavailableError
+
+__all__ = ["CallError", "Library", "Prototype", "load", "recorded_function", "text"]
+
+Prototype = tuple[Any, Sequence[Any]]
+"""(restype, argtypes) of one C function, as its vendor header declares it."""
+
+
+def load(candidates: Iterable[str], label: str) -> Any:
+    """The first of ``candidates`` (a soname or an absolute path) that loads; LibraryUnavailableError
+    naming every path tried, and the loader's last complaint, otherwise."""
+    tried, last = [], ""
+    for path in candidates:
+        try:
+            return ctypes.CDLL(path)
+        except OSError as exc:
+            tried.append(path)
+            last = str(exc)
+    raise LibraryUnavailableError(f"{label} cannot be loaded from {', '.join(tried)} (last: {last})")
+
+
+class Library:
+    """Calls into one loaded library with declared prototypes; the return code is checked."""
+
+    def __init__(self, handle: Any, prototypes: Mapping[str, Prototype]) -> None:
+        self._handle = handle
+        self._prototypes = prototypes
+        self._functions: dict[str, Callable[..., Any]] = {}
+
+    def function(self, name: str) -> Callable[..., Any]:
+        """The declared function ``name``; CallError(code None) when the library does not export it."""
+        found = self._functions.get(name)
+        if found is None:
+            try:
+                found = getattr(self._handle, name)
+            except AttributeError as exc:
+                raise CallError(name, None) from exc
+            restype, argtypes = self._prototypes[name]
+            found.restype, found.argtypes = restype, list(argtypes)
+            self._functions[name] = found
+        return found
+
+    def call(self, name: str, *args: Any) -> None:
+        """Call ``name``; CallError unless it answers 0."""
+        code = self.function(name)(*args)
+        if code != 0:
+            raise CallError(name, int(code))
+
+    def has(self, name: str) -> bool:
+        return hasattr(self._handle, name)
+
+
+def recorded_function(prototype: Prototype, answer: Callable[..., int]) -> Any:
+    """A C-callable ``answer`` with ``prototype``: ctypes marshals the arguments as for the real library
+    (``answer`` receives ctypes pointers and fills ``pointer[0]`` or ``pointer.contents``)."""
+    restype, argtypes = prototype
+    return ctypes.CFUNCTYPE(restype, *argtypes)(answer)
+
+
+def text(raw: bytes) -> str:
+    """A C char array as text: up to the first NUL, undecodable bytes and control characters dropped."""
+    value = raw.split(b"\0", 1)[0].decode("utf-8", errors="ignore")
+    return "".join(ch for ch in value if ch.isprintable()).strip()
