@@ -125,7 +125,8 @@ def _spec_groups(devices: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[st
 def holders(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str, ...]]:
     """(manufacturer, card UUID) -> `namespace/name` of the Pods holding it, oldest first. A card is filed by
     manufacturer and UUID, as the ledger counts it (a group renamed under running work keeps its holders);
-    an unreadable annotation holds nothing, as in the ledger."""
+    an unreadable annotation holds nothing, as in the ledger. One difference: a Pod the ledger skips because
+    it holds a card in another mode than an older Pod does (records of an older version) is named here."""
     found: dict[tuple[str, str], list[str]] = {}
     order = sorted(
         pods, key=lambda p: (as_str(as_mapping(p.get("metadata")).get("creationTimestamp")), _key(p))
