@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import ssl
 import urllib.error
 import urllib.parse
@@ -32,8 +33,10 @@ from hypothesis import strategies as st
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES, Resource
+from gpustack_operator.rules.cards import Mode
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import consistently, eventually
+from tests.integration.test_device_plugin import cards_of, gpu_pod, ledger, remove_pods, running
 from tests.integration.worker_support import APISERVICE, Kubectl, Served, cpu_type, serving_worker
 
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
@@ -218,9 +221,12 @@ async def test_row24_forged_headers_straight_to_our_port_are_401(served: Served)
 
 
 @contextlib.asynccontextmanager
-async def reader_role(kube: Client, user: str) -> AsyncIterator[None]:
+async def reader_role(
+    kube: Client, user: str, resources: tuple[str, ...] = ("instancetypes",)
+) -> AsyncIterator[None]:
+    """`user` may get and list `resources` of worker.gpustack.ai (a subresource as `<plural>/<sub>`)."""
     name = f"agg-reader-{uuid.uuid4().hex[:6]}"
-    rules = [{"apiGroups": ["worker.gpustack.ai"], "resources": ["instancetypes"], "verbs": ["get", "list"]}]
+    rules = [{"apiGroups": ["worker.gpustack.ai"], "resources": list(resources), "verbs": ["get", "list"]}]
     await kube.create(CLUSTER_ROLES, {"metadata": {"name": name}, "rules": rules})
     await kube.create(
         CLUSTER_ROLE_BINDINGS,
@@ -487,6 +493,93 @@ async def test_devices_in_v1_with_their_card_counts(kubectl: Kubectl, kube: Clie
         assert len(stored["status"]["groups"][0]["accelerators"]) == 2
     finally:
         await kube.delete(resources.DEVICES, name)
+
+
+async def test_devices_wide_and_each_card_with_the_pod_holding_it(
+    kubectl: Kubectl, kube: Client, served: Served, kueue_namespace: str
+) -> None:
+    """`kubectl get devices <node> -o wide` names the cards' product and VRAM, and `--subresource=cards` shows
+    each card of the node: the one a real Pod was allocated by the device plugin is exclusive, has no units
+    left and names that Pod; the others are free. `kubectl describe` lists the cards in index order, the
+    held one with its mode. A user allowed to read Devices but not `devices/cards` is refused the card view
+    (it names Pods of every namespace), and allowed it once granted."""
+    node, namespace = "a10-0", kueue_namespace
+    await kube.create(resources.PODS, gpu_pod("holder", node, {"nvidia.com/gpu": "1"}), namespace)
+    try:
+        (pod,) = await eventually(
+            lambda: running(kube, namespace, ["holder"]), timeout=120, what="the Pod Running with its card"
+        )
+        ((card, _, _),) = cards_of(pod)
+
+        async def charged() -> bool:
+            return (await ledger(kube, node)).get(card, (0, 0))[0] == Mode.EXCLUSIVE
+
+        await eventually(charged, timeout=60, what="the ledger holding the card exclusive")
+        out = await kubectl.ok("get", "devices", node, "-o", "wide")
+        print(out)
+        header, row = (printed_cells(line) for line in out.splitlines())
+        assert header == [
+            "NAME", "MANUFACTURER", "CARDS", "FREE", "EXCLUSIVE", "SHARED", "SLICED", "UNHEALTHY", "OVERSOLD",
+            "PRODUCT", "VRAM", "AGE",
+        ]  # fmt: skip
+        assert row[:-1] == [node, "nvidia", "4", "3", "1", "0", "0", "0", "0", "NVIDIA A10", "23028Mi"]
+
+        out = await kubectl.ok("get", "devices", node, "--subresource=cards")
+        print(out)
+        lines = out.splitlines()
+        assert printed_cells(lines[0]) == [
+            "INDEX", "UUID", "PRODUCT", "VRAM", "MODE", "REMAINING", "HEALTH", "HOLDERS",
+        ]  # fmt: skip
+        by_card = {printed_cells(line)[1]: printed_cells(line) for line in lines[1:]}
+        assert len(by_card) == 4
+        assert by_card[card][-4:] == ["exclusive", "0", "Healthy", f"{namespace}/holder"]
+        for other, cells in by_card.items():
+            if other != card:
+                assert cells[-4:] == ["<none>", "1600000", "Healthy", "<none>"]
+        out = await kubectl.ok("get", "devices", node, "--subresource=cards", "-o", "wide")
+        assert out.splitlines()[0].split()[-3:] == ["MANUFACTURER", "GROUP", "OVERSOLD"]
+        doc = json.loads(await kubectl.ok("get", "devices", node, "--subresource=cards", "-o", "json"))
+        assert (doc["kind"], doc["metadata"]["name"]) == ("DeviceCards", node)
+        assert [c["holders"] for c in doc["cards"] if c["id"] == card] == [[f"{namespace}/holder"]]
+        described = await kubectl.ok("describe", "devices", node)
+        print(described)
+        spec, _, ledger_part = described.partition("\nStatus:\n")
+        for part in (spec, ledger_part):  # each card's block in index order, in the inventory and the ledger
+            assert re.findall(r"^ +Index: +(\d+)$", part, re.M) == ["0", "1", "2", "3"]
+        assert re.search(rf"Id: +{card}\n +Index: +\d\n +Mode: +1\n", ledger_part), ledger_part
+
+        async with reader_role(kube, "carol", ("devices",)):
+            await eventually(
+                lambda: _reads(kubectl, "carol", "get", "devices", node), timeout=30, what="carol's RBAC"
+            )
+            rc, _, err = await kubectl.run("get", "devices", node, "--subresource=cards", "--as=carol")
+            assert rc != 0
+            assert 'User "carol" cannot get resource "devices/cards" in API group "worker.gpustack.ai"' in err
+        async with reader_role(kube, "dave", ("devices", "devices/cards")):
+            result = await eventually(
+                lambda: _reads(kubectl, "dave", "get", "devices", node, "--subresource=cards"),
+                timeout=30,
+                what="dave's RBAC",
+            )
+            assert f"{namespace}/holder" in result[1]
+    finally:
+        await remove_pods(kube, namespace)
+
+    async def freed() -> bool:
+        out = await kubectl.ok("get", "devices", node, "--subresource=cards")
+        return f"{namespace}/holder" not in out and "exclusive" not in out
+
+    await eventually(freed, timeout=60, what="the card free again, nobody named")
+
+
+def printed_cells(line: str) -> list[str]:
+    """The cells of one line kubectl printed (two spaces or more apart: a cell may hold one)."""
+    return re.split(r"\s{2,}", line.strip())
+
+
+async def _reads(kubectl: Kubectl, user: str, *args: str) -> tuple[int, str, str] | None:
+    result = await kubectl.run(*args, f"--as={user}")
+    return result if result[0] == 0 else None
 
 
 async def test_row16_17_client_and_server_side_apply(kubectl: Kubectl, kube: Client, served: Served) -> None:

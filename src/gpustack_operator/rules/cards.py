@@ -34,6 +34,7 @@ from gpustack_operator.api.types.devices import DeviceAllocationMode as Mode
 __all__ = [
     "CARD_UNITS",
     "DEFAULT_CORES_PERCENTAGE",
+    "ENDED_PHASES",
     "MEMORY_PERCENT_UNITS",
     "MIB",
     "SHARED_UNITS",
@@ -44,6 +45,7 @@ __all__ = [
     "SliceUnitsError",
     "best_card",
     "card_mode_label",
+    "holds_cards",
     "merged_resources",
     "slice_memory_limit_mib",
     "slice_units",
@@ -60,6 +62,16 @@ MEMORY_PERCENT_UNITS: Final = CARD_UNITS // 100
 MIB: Final = 2**20
 DEFAULT_CORES_PERCENTAGE: Final = 100
 """The compute share a slice gets when it names none."""
+
+
+ENDED_PHASES: Final = frozenset({"Succeeded", "Failed"})
+"""Pod phases in which the kubelet has taken a Pod's cards back."""
+
+
+def holds_cards(pod_phase: str) -> bool:
+    """A Pod in `pod_phase` still holds the cards its allocation annotation records: until it has ended (a
+    terminating Pod's containers may still run). The ledger counts these Pods; the card view names them."""
+    return pod_phase not in ENDED_PHASES
 
 
 def card_mode_label(mode: Mode) -> str:

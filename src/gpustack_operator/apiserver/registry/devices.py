@@ -4,7 +4,8 @@ their ledger) served as v1 (contract §2.1, short name `devs`).
 Every verb goes to the CRD (registry/generic/crdproxy.py); the device manager and the chain keep writing
 v1alpha1. The CRD has no printer columns, so v1 adds what an admin looks for first: how many cards the
 node has, how many are free (all their units left, by the card model's rule), how many are held in each
-mode, and how many are unhealthy; `-o wide` adds the oversold ones.
+mode, and how many are unhealthy; `-o wide` adds the oversold ones and the cards' product and VRAM. Each
+card, with the Pods holding it, is the `cards` subresource (devicecards.py), read from the same ledger.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CATEGORY, KIND_DEVICES, PLURAL_DEVICES, V1, WORKER_GROUP
 from gpustack_operator.api.schema.devices import DEVICES
 from gpustack_operator.apiserver.discovery import ServedResource
+from gpustack_operator.apiserver.registry.devicecards import CARDS, DeviceCards, node_cards, products, vram
+from gpustack_operator.apiserver.registry.devicecards import RBAC as CARDS_RBAC
 from gpustack_operator.apiserver.registry.generic.crdproxy import (
     STATUS_SUBRESOURCE,
     VERBS,
@@ -43,20 +46,9 @@ SERVED = ServedResource(
     short_names=("devs",),
     categories=(CATEGORY,),
     subresources=STATUS_SUBRESOURCE,
+    readers=(CARDS,),
 )
 SCHEMA = DEVICES.openapi_schema()
-
-
-def _ledger(obj: JSONObj) -> list[tuple[str, JSONObj]]:
-    """(manufacturer, entry) of every card in the status ledger."""
-    groups = (obj.get("status") or {}).get("groups") or []
-    return [
-        (str(group.get("manufacturer", "")), card)
-        for group in groups
-        if isinstance(group, dict)
-        for card in group.get("accelerators") or []
-        if isinstance(card, dict)
-    ]
 
 
 def _manufacturers(obj: JSONObj) -> str:
@@ -67,22 +59,8 @@ def _manufacturers(obj: JSONObj) -> str:
     return ",".join(names) or "<none>"
 
 
-def _state(card: JSONObj, sick: set[str]) -> CardState:
-    """One ledger entry as the card model reads it (an omitted remaining is 0, as the ledger writes it)."""
-    remaining, mode = card.get("remaining", 0), card.get("mode", 0)
-    return CardState(
-        remaining if isinstance(remaining, int) else 0,
-        mode if isinstance(mode, int) else 0,
-        healthy=str(card.get("id")) not in sick,
-    )
-
-
 def _count(test: Callable[[CardState], bool]) -> Callable[[JSONObj], int]:
-    def cell(obj: JSONObj) -> int:
-        sick = unhealthy_cards(obj)
-        return sum(1 for _, card in _ledger(obj) if test(_state(card, sick)))
-
-    return cell
+    return lambda obj: sum(1 for card in node_cards(obj) if test(card.state))
 
 
 def _held(mode: Mode) -> Callable[[CardState], bool]:
@@ -92,7 +70,7 @@ def _held(mode: Mode) -> Callable[[CardState], bool]:
 COLUMNS = (
     NAME,
     Column("Manufacturer", _manufacturers, description="The manufacturers of the node's device groups."),
-    Column("Cards", lambda obj: len(_ledger(obj)), type="integer", description="Cards in the ledger."),
+    Column("Cards", lambda obj: len(node_cards(obj)), type="integer", description="Cards in the ledger."),
     Column(
         "Free",
         _count(lambda card: card.free),
@@ -115,16 +93,18 @@ COLUMNS = (
         description="Cards whose holders were given more units than the card has (they give nothing).",
         priority=1,
     ),
+    Column("Product", products, description="The product names of the node's card groups.", priority=1),
+    Column("VRAM", vram, description="The memory of one card of each group.", priority=1),
     Column("Age", age, type="date", description="Time since creation."),
 )
 
 
 def proxy(client: Client) -> CRDProxy:
-    return CRDProxy(client, SERVED, STORED, WORKER, COLUMNS)
+    return CRDProxy(client, SERVED, STORED, WORKER, COLUMNS, readers={CARDS.name: DeviceCards(client).get})
 
 
 def _storage(backends: Backends) -> CRDProxy:
     return proxy(backends.client)
 
 
-RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS, rbac=proxy_rules(STORED))
+RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS, rbac=(*proxy_rules(STORED), *CARDS_RBAC))

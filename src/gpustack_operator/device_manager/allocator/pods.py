@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpustack_operator.api.quantity import InvalidQuantityError, Quantity
-
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+from gpustack_operator.rules.cards import holds_cards
 
 
 def node_field_selector(node: str) -> str:
@@ -46,7 +45,7 @@ def is_pending(pod: Mapping[str, Any]) -> bool:
 
 def is_active(pod: Mapping[str, Any]) -> bool:
     """Still holding its devices: not Succeeded or Failed (a terminating pod still holds them)."""
-    return phase(pod) not in TERMINAL_PHASES
+    return holds_cards(phase(pod))
 
 
 def age_key(pod: Mapping[str, Any]) -> tuple[str, str]:

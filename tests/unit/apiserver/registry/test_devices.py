@@ -20,9 +20,16 @@ def test_the_columns_count_free_held_unhealthy_and_oversold_cards_as_the_ledger_
         {"id": "GPU-4", "index": 4, "mode": 0, "remaining": 1_600_000},  # untouched but unhealthy
     ]
     spec = [{"id": f"GPU-{i}", "status": {"unhealthy": i == 4}} for i in range(5)]
+    group = {
+        "id": "h100",
+        "manufacturer": "nvidia",
+        "name": "NVIDIA H100",
+        "memory": 81559,
+        "accelerators": spec,
+    }
     obj = {
         "metadata": {"name": "h100-0"},
-        "spec": {"groups": [{"id": "h100", "manufacturer": "nvidia", "accelerators": spec}]},
+        "spec": {"groups": [group]},
         "status": {"groups": [{"id": "h100", "manufacturer": "nvidia", "accelerators": ledger}]},
     }
     assert row(obj) == {
@@ -34,8 +41,22 @@ def test_the_columns_count_free_held_unhealthy_and_oversold_cards_as_the_ledger_
         "Sliced": 1,
         "Unhealthy": 1,
         "Oversold": 1,
+        "Product": "NVIDIA H100",
+        "VRAM": "81559Mi",
     }
-    assert {c.name: c.priority for c in COLUMNS}["Oversold"] == 1, "-o wide only"
+    wide = {c.name for c in COLUMNS if c.priority}
+    assert wide == {"Oversold", "Product", "VRAM"}, "-o wide only"
+
+
+def test_a_node_of_two_products_names_both_and_their_vram_in_the_spec_order() -> None:
+    groups = [
+        {"id": "a10", "manufacturer": "nvidia", "name": "NVIDIA A10", "memory": 23028},
+        {"id": "910b", "manufacturer": "ascend", "name": "Ascend 910B", "memory": 65536},
+        {"id": "a10-bis", "manufacturer": "nvidia", "name": "NVIDIA A10", "memory": 23028},
+    ]
+    obj = {"metadata": {"name": "mixed"}, "spec": {"groups": groups}}
+    assert row(obj)["Product"] == "NVIDIA A10,Ascend 910B"
+    assert row(obj)["VRAM"] == "23028Mi,65536Mi"
 
 
 def test_a_node_without_a_ledger_yet_shows_zeros_not_an_error() -> None:
@@ -49,4 +70,6 @@ def test_a_node_without_a_ledger_yet_shows_zeros_not_an_error() -> None:
         "Sliced": 0,
         "Unhealthy": 0,
         "Oversold": 0,
+        "Product": "<none>",
+        "VRAM": "<none>",
     }

@@ -12,7 +12,8 @@ revisions. The CRD's Status errors come back with their code, reason and message
 Watches are streamed event by event, never buffered; a client that goes away cancels the upstream watch.
 GET and LIST may be answered from the worker's informer cache instead (cachedreads.py says when),
 and WATCH from its one upstream watch (watchcache.py); the answer is rendered by the same code
-either way.
+either way. A read-only subresource with an answer of its own (a discovery.Reader, such as `devices/cards`)
+is its module's handler, mounted here beside `/status` under the same item path.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -100,6 +101,7 @@ class CRDProxy:
         columns: Sequence[Column],
         *,
         cache: Informed | None = None,
+        readers: Mapping[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] | None = None,
     ) -> None:
         self.client = client
         self.served = served
@@ -110,6 +112,10 @@ class CRDProxy:
             raise ValueError("cached reads serve cluster-scoped resources only")
         self.reads = CachedReads(stored, cache)
         self.watches = watch_cache(stored, cache)
+        self.readers = dict(readers or {})
+        """The handlers of the read-only subresources (discovery.Reader) served beside the CRD's, by name."""
+        if not self.readers.keys() <= {reader.name for reader in served.readers}:
+            raise ValueError(f"{served.plural}: {sorted(self.readers)} are not all readers discovery lists")
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         group_version = f"/apis/{self.served.group}/{self.served.version}"
@@ -121,6 +127,8 @@ class CRDProxy:
         router.add_route("*", base + "/{name}", self.item)
         if any(name == "status" for name, _ in self.served.subresources):
             router.add_route("*", base + "/{name}/status", self.status)
+        for name, handler in self.readers.items():
+            router.add_get(f"{base}/{{name}}/{name}", handler)
 
     # ---- routes ------------------------------------------------------------------------------------------
     async def every_namespace(self, request: web.Request) -> web.StreamResponse:
