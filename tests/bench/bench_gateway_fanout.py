@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
-import tempfile
-from pathlib import Path
 
 from aiohttp import web
-from tests.bench.bench_watchfanout import Bare, changed, measure, tls
+from tests.bench.bench_watchfanout import against_bare, arguments, changed
 
 from gpustack_operator.gateway.events import Event, Hub
 from gpustack_operator.gateway.fleet import Fleet
@@ -35,60 +32,19 @@ from gpustack_operator.gateway.options import GatewayOptions
 
 
 async def serve(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="bgf-") as tmp:
-        fleet = Fleet(GatewayOptions(), Hub())
-        bare = Bare()
-        app = web.Application()
-        add_routes(app, fleet)
-        app.router.add_get("/bare", bare.handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls(Path(tmp)))
-        await site.start()
-        port = runner.addresses[0][1]
+    fleet = Fleet(GatewayOptions(), Hub())
+    app = web.Application()
+    add_routes(app, fleet)
 
-        async def to_gateway(i: int) -> None:
-            fleet.hub.publish("InstanceType", Event(type="MODIFIED", cluster="bench", object=changed(i)))
+    async def to_gateway(i: int) -> None:
+        fleet.hub.publish("InstanceType", Event(type="MODIFIED", cluster="bench", object=changed(i)))
 
-        async def to_bare(i: int) -> None:
-            bare.send(changed(1000 + i))
-
-        print(f"{args.watchers} watchers x {args.events} events, {args.gap * 1000:.0f} ms apart", flush=True)
-        found: dict[str, list[float]] = {"bare": [], "gateway": []}
-        try:
-            for _ in range(args.rounds):
-                found["bare"].append(
-                    await measure(
-                        "bare aiohttp loop", port, "/bare", args.watchers, args.events, args.gap, to_bare
-                    )
-                )
-                found["gateway"].append(
-                    await measure(
-                        "gateway NDJSON watch",
-                        port,
-                        "/instancetypes?cluster=bench&watch=true",
-                        args.watchers,
-                        args.events,
-                        args.gap,
-                        to_gateway,
-                    )
-                )
-        finally:
-            await runner.cleanup()
-    base, ours = statistics.median(found["bare"]), statistics.median(found["gateway"])
-    print(
-        f"\nmedian of {args.rounds} rounds: bare {base * 1e6:.1f} us, gateway {ours * 1e6:.1f} us,"
-        f" ratio {ours / base:.2f}"
-    )
+    path = "/instancetypes?cluster=bench&watch=true"
+    await against_bare(args, app, "gateway NDJSON watch", lambda: path, to_gateway)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--watchers", type=int, default=50, help="client connections per path")
-    parser.add_argument("--events", type=int, default=300, help="changes each connection is sent")
-    parser.add_argument("--gap", type=float, default=0.005, help="seconds between changes")
-    parser.add_argument("--rounds", type=int, default=3, help="runs of both paths, taking turns")
-    asyncio.run(serve(parser.parse_args()))
+    asyncio.run(serve(arguments(__doc__)))
 
 
 if __name__ == "__main__":

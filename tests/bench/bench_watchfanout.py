@@ -129,59 +129,69 @@ async def measure(
     return per_write
 
 
-async def serve(args: argparse.Namespace) -> None:
+Feed = Callable[[int], Awaitable[None]]
+"""Sends change number i to the path under test."""
+
+
+async def against_bare(
+    args: argparse.Namespace, app: web.Application, label: str, path: Callable[[], str], feed: Feed
+) -> None:
+    """Serve `app` and the bare baseline (`/bare`) over TLS on 127.0.0.1, measure both paths `args.rounds`
+    times taking turns (`path()` is asked before each round), and print the medians and their ratio."""
+    bare = Bare()
+    app.router.add_get("/bare", bare.handle)
+
+    async def to_bare(i: int) -> None:
+        bare.send(changed(1000 + i))
+
+    found: dict[str, list[float]] = {"bare": [], "ours": []}
     with tempfile.TemporaryDirectory(prefix="bwf-") as tmp:
-        async with cached(changed(5)) as (api, _, cache):
-            proxy = instancetypes.proxy(api, cache.informer)
-            bare = Bare()
-            app = web.Application()
-            proxy.add_routes(app.router)
-            app.router.add_get("/bare", bare.handle)
-            runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls(Path(tmp)))
-            await site.start()
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls(Path(tmp))).start()
             port = runner.addresses[0][1]
-            rv = 10
-
-            async def to_cache(_: int) -> None:
-                nonlocal rv
-                rv += 1
-                api.send(event("MODIFIED", changed(rv)))
-
-            async def to_bare(i: int) -> None:
-                bare.send(changed(1000 + i))
-
+            shape = (args.watchers, args.events, args.gap)
             print(
                 f"{args.watchers} watchers x {args.events} events, {args.gap * 1000:.0f} ms apart", flush=True
             )
-            found: dict[str, list[float]] = {"bare": [], "cached": []}
-            try:
-                for _ in range(args.rounds):
-                    found["bare"].append(
-                        await measure(
-                            "bare aiohttp loop", port, "/bare", args.watchers, args.events, args.gap, to_bare
-                        )
-                    )
-                    query = f"{V1}?watch=1&fieldSelector=metadata.name%3Dbench&resourceVersion={rv}"
-                    found["cached"].append(
-                        await measure(
-                            "v1 cached watch (proxy)",
-                            port,
-                            query,
-                            args.watchers,
-                            args.events,
-                            args.gap,
-                            to_cache,
-                        )
-                    )
-            finally:
-                await runner.cleanup()
-    base, ours = statistics.median(found["bare"]), statistics.median(found["cached"])
+            for _ in range(args.rounds):
+                found["bare"].append(await measure("bare aiohttp loop", port, "/bare", *shape, to_bare))
+                found["ours"].append(await measure(label, port, path(), *shape, feed))
+        finally:
+            await runner.cleanup()
+    base, ours = statistics.median(found["bare"]), statistics.median(found["ours"])
     print(
-        f"\nmedian of {args.rounds} rounds: bare {base * 1e6:.1f} us, cached {ours * 1e6:.1f} us,"
+        f"\nmedian of {args.rounds} rounds: bare {base * 1e6:.1f} us, {label} {ours * 1e6:.1f} us,"
         f" ratio {ours / base:.2f}"
     )
+
+
+def arguments(doc: str) -> argparse.Namespace:
+    """The benches' shared flags: watchers, events, gap, rounds."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--watchers", type=int, default=50, help="client connections per path")
+    parser.add_argument("--events", type=int, default=300, help="changes each connection is sent")
+    parser.add_argument("--gap", type=float, default=0.005, help="seconds between changes")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of both paths, taking turns")
+    return parser.parse_args()
+
+
+async def serve(args: argparse.Namespace) -> None:
+    async with cached(changed(5)) as (api, _, cache):
+        app = web.Application()
+        instancetypes.proxy(api, cache.informer).add_routes(app.router)
+        rv = 10
+
+        async def to_cache(_: int) -> None:
+            nonlocal rv
+            rv += 1
+            api.send(event("MODIFIED", changed(rv)))
+
+        def query() -> str:
+            return f"{V1}?watch=1&fieldSelector=metadata.name%3Dbench&resourceVersion={rv}"
+
+        await against_bare(args, app, "v1 cached watch (proxy)", query, to_cache)
 
 
 # ---- the child: the watch clients -------------------------------------------------------------------------
@@ -220,12 +230,7 @@ def main() -> None:
         port, path, watchers, events = sys.argv[2:6]
         asyncio.run(clients(int(port), path, int(watchers), int(events)))
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--watchers", type=int, default=50, help="client connections per path")
-    parser.add_argument("--events", type=int, default=300, help="changes each connection is sent")
-    parser.add_argument("--gap", type=float, default=0.005, help="seconds between changes")
-    parser.add_argument("--rounds", type=int, default=3, help="runs of both paths, taking turns")
-    asyncio.run(serve(parser.parse_args()))
+    asyncio.run(serve(arguments(__doc__)))
 
 
 if __name__ == "__main__":
