@@ -1,21 +1,135 @@
-"""Cambricon MLUs: PCI facts only, because cndev (libcndev.so from Neuware) has no Python binding to call.
+"""Cambricon MLUs through CNDev (the driver's `libcndev.so`, called through our binding in ``cndev``).
 
-Cambricon publishes no Python package for cndev, and our ctypes binding (see ``clib`` and ``dcmi`` for
-Ascend's) is not written yet. So a node's cambricon cards are reported from the PCI bus (count, bus address,
-NUMA node, local CPUs, the hardware database's name), with `detail_missing` saying so; VRAM, versions and
-health stay unknown and the cards are not sliceable.
+Without CNDev a Cambricon node reports VRAM 0, so its `.sliced.*` capacities are zero and a broken MLU
+stays healthy. CNDev gives per MLU: the name (`MLU370-X8`, the product the group ID comes from), memory
+in MiB, MLU cores, the driver version, the UUID (`MLU-...`), the PCI address and the health flag; its
+index in CNDev's enumeration is our index, which is what `CAMBRICON_VISIBLE_DEVICES` and the
+`/dev/cambricon_dev<N>` nodes the allocator hands out are numbered by. The runtime version is not
+CNDev's: it is the Neuware (CNToolkit) version from `$NEUWARE_HOME/version.txt`, as major.minor.
+
+An MLU is unhealthy when CNDev's health flag reads 0 (in problem) or a value CNDev does not define, or
+when its health query fails (logged as a warning); a driver that does not offer the health query falls
+back to uncorrected ECC errors. The manufacturer table makes Cambricon cards logically sliceable (16
+slices, compute partitioned); sliced containers get the whole card (no sMLU profile is created).
 """
 
 from __future__ import annotations
 
-from typing import Final
+import logging
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
-from gpustack_operator.device_manager.detector.vendor import PciOnly
+from gpustack_operator.device_manager.detector.native import (
+    NativeDetector,
+    NodeFacts,
+    brief_version,
+    bus_name,
+    version_in_file,
+)
+from gpustack_operator.device_manager.detector.pci import normalize_bus_id
+from gpustack_operator.device_manager.model import Card, Metrics
+
+if TYPE_CHECKING:
+    from gpustack_operator.device_manager.detector.cndev import Cndev
+
+log = logging.getLogger(__name__)
 
 MANUFACTURER: Final = "cambricon"
-LIBRARY: Final = "cndev"
+LIBRARY: Final = "CNDev"
+MAX_MEMORY_MIB: Final = 1 << 22
+"""4 TiB: no MLU has more; a larger answer is garbage, not memory."""
+MAX_CORES: Final = 4096
+NEUWARE_HOME: Final = "usr/local/neuware"
+HEALTHY, IN_PROBLEM = 1, 0
 
 
-def detector() -> PciOnly:
-    """The cambricon detector: always falls back to PCI facts."""
-    return PciOnly(MANUFACTURER, LIBRARY)
+def neuware_version(root: Path = Path("/"), environ: Mapping[str, str] = os.environ) -> str:
+    """The Neuware (CNToolkit) version (`1.17.0`) from `version.txt` in `$NEUWARE_HOME` or the default."""
+    configured = environ.get("NEUWARE_HOME", "")
+    homes = [Path(configured)] if configured else []
+    for home in [*homes, root / NEUWARE_HOME]:
+        version = version_in_file(home / "version.txt")
+        if version:
+            return version
+    return ""
+
+
+def _open_cndev() -> Cndev:
+    from gpustack_operator.device_manager.detector.cndev import Cndev
+
+    return Cndev.open()
+
+
+class CambriconDetector(NativeDetector["Cndev", int]):
+    """Reads every MLU through CNDev; the library is loaded on first use and kept open."""
+
+    manufacturer = MANUFACTURER
+    label = "Cambricon CNDev"
+    noun = "MLU"
+
+    def __init__(
+        self,
+        open_library: Callable[[], Cndev] = _open_cndev,
+        root: Path = Path("/"),
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
+        super().__init__(open_library)
+        self._root = root
+        self._environ = environ
+
+    def devices(self, lib: Cndev) -> list[int]:
+        return list(range(lib.count()))
+
+    def node_facts(self, lib: Cndev) -> NodeFacts:
+        return NodeFacts(runtime_version=brief_version(neuware_version(self._root, self._environ)))
+
+    def _healthy(self, lib: Cndev, handle: int, where: str) -> bool:
+        state = lib.health(handle)
+        if state is None:
+            return self.attempt(lib.uncorrectable_ecc, handle, default=0) == 0
+        if state not in (HEALTHY, IN_PROBLEM):
+            return self.undefined_health(state, where)
+        return state == HEALTHY
+
+    def read_card(self, lib: Cndev, device: int, node: NodeFacts) -> Card:
+        where = self.where(device)
+        handle = lib.handle(device)
+        bus_id = normalize_bus_id(lib.bus_id(handle))
+        memory = self.attempt(lib.memory, handle, default=None)
+        if memory is None:
+            log.warning("%s cannot read the memory of cambricon MLU %s; reporting 0 MiB", self.label, where)
+        return Card(
+            manufacturer=MANUFACTURER,
+            product=self.attempt(lib.name, handle, default="") or "MLU",
+            memory_mib=self.plausible(memory.total_mib if memory else 0, MAX_MEMORY_MIB, "memory MiB", where),
+            uuid=self.attempt(lib.uuid, handle, default="") or bus_name(bus_id),
+            index=device,
+            pci_bus_id=bus_id,
+            cores=self.plausible(self.attempt(lib.cores, handle, default=0), MAX_CORES, "MLU cores", where),
+            driver_version=self.attempt(lib.driver_version, handle, default=""),
+            runtime_version=node.runtime_version,
+            healthy=self.checked_health(lambda: self._healthy(lib, handle, where), where),
+        )
+
+    def read_metrics(self, lib: Cndev, device: int) -> Metrics:
+        where = self.where(device)
+        handle = lib.handle(device)
+        memory = self.attempt(lib.memory, handle, default=None)
+        uuid = self.attempt(lib.uuid, handle, default="")
+        return Metrics(
+            manufacturer=MANUFACTURER,
+            uuid=uuid or bus_name(normalize_bus_id(lib.bus_id(handle))),
+            index=device,
+            healthy=self.checked_health(lambda: self._healthy(lib, handle, where), where),
+            memory_total_mib=memory.total_mib if memory else -1,
+            memory_used_mib=memory.used_mib if memory else -1,
+            utilization_percent=self.attempt(lib.utilization, handle, default=-1),
+            temperature_c=self.attempt(lib.temperature, handle, default=-1),
+        )
+
+
+def detector() -> CambriconDetector:
+    """The cambricon detector: CNDev, loaded when the bus first shows a Cambricon card."""
+    return CambriconDetector()
