@@ -31,7 +31,7 @@ from gpustack_operator.rules.naming.manufacturers import manufacturers as known_
 
 log = logging.getLogger(__name__)
 
-_PCI_ONLY = (hygon, iluvatar, metax, mthreads, thead)
+_PCI_ONLY = (iluvatar, metax, mthreads, thead)
 
 
 def vendor_detectors() -> dict[str, VendorDetector]:
@@ -42,6 +42,7 @@ def vendor_detectors() -> dict[str, VendorDetector]:
         amd.MANUFACTURER: amd.AmdSmiDetector(),
         ascend.MANUFACTURER: ascend.detector(),
         cambricon.MANUFACTURER: cambricon.detector(),
+        hygon.MANUFACTURER: hygon.detector(),
     }
     detectors.update({module.MANUFACTURER: module.detector() for module in _PCI_ONLY})
     return detectors
