@@ -178,6 +178,15 @@ def test_an_older_driver_speaks_api_version_5_and_has_no_handles_or_name_string(
     assert card.uuid == "pci-0000-1a-00.0", "no UUID: named by its bus address, as PCI facts name it"
 
 
+def test_a_driver_none_of_whose_cards_can_be_read_falls_back_to_pci_facts(tmp_path: Path) -> None:
+    cards = backend(tmp_path, record_cndev(MLU370_NODE, missing=["cndevGetPCIeInfoV2"])).detect()
+    assert [(c.memory_mib, c.healthy, c.sliceable) for c in cards] == [(0, True, False)] * 4
+    assert cards[0].detail_missing == (
+        "Cambricon CNDev lists 4 MLUs but cannot read any "
+        "(last: cndevGetPCIeInfoV2 not exported by this library version)"
+    )
+
+
 def test_a_name_string_the_driver_cannot_give_falls_back_to_the_name_enum(tmp_path: Path) -> None:
     nameless = mlu370(0, errors={"cndevGetCardNameStringByDevId": UNKNOWN})
     (card,) = detector(record_cndev([nameless]), tmp_path).cards([])

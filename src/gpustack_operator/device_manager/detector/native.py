@@ -4,10 +4,11 @@ A vendor library without a Python binding is opened on first use and kept open; 
 load or initialise, or cannot list its cards, is a missing library (``LibraryUnavailableError``), so the
 hardware backend reports the bus's cards from PCI facts instead. Each card is read on its own: one the
 library cannot identify is left out with a warning (the bus then reports it, unhealthy) rather than
-costing the node every card; an implausible number reads 0 with a warning; a health query that fails
-marks the card unhealthy with a warning (a card the library can no longer read is not one to schedule
-on); topology comes from the bus. ``NativeDetector`` holds that life cycle and those rules, and a vendor's
-detector says only how its library lists cards, reads one, and reads its live metrics.
+costing the node every card, though a library that can read none of them counts as missing. An
+implausible number reads 0 with a warning; a health query that fails marks the card unhealthy with a
+warning (a card the library can no longer read is not one to schedule on); topology comes from the bus.
+``NativeDetector`` holds that life cycle and those rules, and a vendor's detector says only how its
+library lists cards, reads one, and reads its live metrics.
 """
 
 from __future__ import annotations
@@ -168,10 +169,13 @@ class NativeDetector(Generic[L, D]):
         by_address = {device.address: device for device in pci}
         node = self.node_facts(lib)
         cards = []
-        for device in self._listed(lib):
+        listed = self._listed(lib)
+        failure: Exception | None = None
+        for device in listed:
             try:
                 found = self.read_card(lib, device, node)
             except (CallError, ValueError, OverflowError) as exc:
+                failure = exc
                 log.warning(
                     "%s cannot read %s %s %s: %s",
                     self.label,
@@ -191,6 +195,12 @@ class NativeDetector(Generic[L, D]):
                     found.pci_bus_id,
                 )
             cards.append(with_topology(found, by_address.get(found.pci_bus_id)))
+        if listed and not cards:
+            # Not one card readable is the library failing (a driver too old for a call every card
+            # needs), not every card breaking: report the bus's cards from PCI facts, saying why.
+            raise LibraryUnavailableError(
+                f"{self.label} lists {len(listed)} {self.noun}s but cannot read any (last: {failure})"
+            )
         return cards
 
     def metrics(self) -> list[Metrics]:
