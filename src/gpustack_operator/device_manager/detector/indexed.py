@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol, TypeVar
 
-from gpustack_operator.device_manager.detector.pci import PciDevice, with_topology
+from gpustack_operator.device_manager.detector.pci import PciDevice, normalize_bus_id, with_topology
 from gpustack_operator.device_manager.detector.vendor import CallError, LibraryUnavailableError
 from gpustack_operator.device_manager.model import Card, Metrics
 
@@ -39,6 +39,34 @@ class CardReader(Protocol):
         ...
 
     def metrics(self, index: int) -> Metrics: ...
+
+
+class Usage(Protocol):
+    @property
+    def total_mib(self) -> int: ...
+
+    @property
+    def used_mib(self) -> int: ...
+
+
+class Binding(Protocol):
+    """A library binding that answers each fact by card index (IXML's and MTML's do)."""
+
+    def count(self) -> int: ...
+
+    def name(self, index: int) -> str: ...
+
+    def uuid(self, index: int) -> str: ...
+
+    def bus_id(self, index: int) -> str: ...
+
+    def memory(self, index: int) -> Usage: ...
+
+    def cores(self, index: int) -> int: ...
+
+    def utilization(self, index: int) -> int: ...
+
+    def temperature(self, index: int) -> int: ...
 
 
 class Checks:
@@ -86,6 +114,70 @@ class Checks:
             )
             return False
         return verdict is not False
+
+
+class BindingReader:
+    """A ``CardReader`` over a ``Binding``: name, UUID (the bus address when the card gives none), VRAM,
+    cores and bus address from the binding; node-wide versions and the optional per-card facts
+    (device-node number, compute capability) from the vendor module; health from ``health``."""
+
+    def __init__(
+        self,
+        checks: Checks,
+        binding: Binding,
+        health: Callable[[int], bool | None],
+        *,
+        driver: str = "",
+        runtime: str = "",
+        minor: Callable[[int], int] | None = None,
+        compute_capability: Callable[[int], str] | None = None,
+    ) -> None:
+        self._checks, self._binding, self._health = checks, binding, health
+        self._driver, self._runtime = driver, runtime
+        self._minor, self._compute_capability = minor, compute_capability
+
+    def count(self) -> int:
+        return self._binding.count()
+
+    def _uuid(self, index: int) -> str:
+        return self._binding.uuid(index) or bus_name(normalize_bus_id(self._binding.bus_id(index)))
+
+    def card(self, index: int) -> Card:
+        binding, checks = self._binding, self._checks
+        memory = checks.attempt(binding.memory, index, default=None)
+        cores = checks.attempt(binding.cores, index, default=0)
+        return Card(
+            manufacturer=checks.manufacturer,
+            product=binding.name(index),
+            memory_mib=checks.plausible(memory.total_mib if memory else 0, MAX_MEMORY_MIB, "VRAM MiB", index),
+            uuid=self._uuid(index),
+            index=index,
+            minor=checks.attempt(self._minor, index, default=-1) if self._minor else -1,
+            pci_bus_id=normalize_bus_id(binding.bus_id(index)),
+            cores=checks.plausible(cores, MAX_CORES, "cores", index),
+            driver_version=self._driver,
+            runtime_version=self._runtime,
+            compute_capability=(
+                checks.attempt(self._compute_capability, index, default="")
+                if self._compute_capability
+                else ""
+            ),
+            healthy=checks.healthy(self._health, index),
+        )
+
+    def metrics(self, index: int) -> Metrics:
+        binding, checks = self._binding, self._checks
+        memory = checks.attempt(binding.memory, index, default=None)
+        return Metrics(
+            manufacturer=checks.manufacturer,
+            uuid=self._uuid(index),
+            index=index,
+            healthy=checks.healthy(self._health, index),
+            memory_total_mib=memory.total_mib if memory else -1,
+            memory_used_mib=memory.used_mib if memory else -1,
+            utilization_percent=checks.attempt(binding.utilization, index, default=-1),
+            temperature_c=checks.attempt(binding.temperature, index, default=-1),
+        )
 
 
 class IndexedDetector:
