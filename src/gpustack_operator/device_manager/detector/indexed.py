@@ -1,7 +1,8 @@
 """What the detectors of libraries that number their cards 0..n-1 (MXSML, IXML, MTML) share.
 
 MetaX's MXSML, Iluvatar's IXML and Moore Threads' MTML all open once, count the cards, and answer per card
-index. Each vendor module says how one card is read (``CardReader``); this module does the rest the same
+index. Each vendor module says how one card is read (``CardReader``; ``BindingReader`` where the binding
+answers every fact by index, as IXML's and MTML's do); this module does the rest the same
 way for all of them, as the Ascend detector does for DCMI: the library is opened on first use and kept
 open (a refusal to initialise becomes LibraryUnavailableError, so the node falls back to PCI facts), a
 card that cannot be read is left out with a warning (the bus then reports it unhealthy), topology comes
