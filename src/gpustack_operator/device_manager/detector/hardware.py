@@ -31,12 +31,15 @@ from gpustack_operator.rules.naming.manufacturers import manufacturers as known_
 
 log = logging.getLogger(__name__)
 
-_PCI_ONLY = (iluvatar, metax, mthreads, thead)
+_PCI_ONLY = (thead,)
+_INDEXED = (iluvatar, metax, mthreads)
+"""Vendors read through ``indexed.IndexedDetector`` over our ctypes bindings (IXML, MXSML, MTML)."""
 
 
 def vendor_detectors() -> dict[str, VendorDetector]:
-    """One detector per manufacturer: NVML for NVIDIA, amdsmi for AMD, DCMI for Ascend, PCI facts for the
-    rest. Constructing them loads nothing: each loads its library when its cards are first on the bus."""
+    """One detector per manufacturer: NVML for NVIDIA, amdsmi for AMD, DCMI for Ascend, IXML, MXSML and
+    MTML for Iluvatar, MetaX and Moore Threads, PCI facts for the rest. Constructing them loads nothing:
+    each loads its library when its cards are first on the bus."""
     detectors: dict[str, VendorDetector] = {
         nvidia.MANUFACTURER: nvidia.NvmlDetector(),
         amd.MANUFACTURER: amd.AmdSmiDetector(),
@@ -44,7 +47,7 @@ def vendor_detectors() -> dict[str, VendorDetector]:
         cambricon.MANUFACTURER: cambricon.detector(),
         hygon.MANUFACTURER: hygon.detector(),
     }
-    detectors.update({module.MANUFACTURER: module.detector() for module in _PCI_ONLY})
+    detectors.update({module.MANUFACTURER: module.detector() for module in (*_INDEXED, *_PCI_ONLY)})
     return detectors
 
 

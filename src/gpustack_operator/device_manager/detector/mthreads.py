@@ -1,21 +1,42 @@
-"""Moore Threads GPUs: PCI facts only, because mtml (libmtml.so) has no Python binding to call.
+"""Moore Threads GPUs through MTML (`libmtml.so` from the MT GPU driver, through our binding ``mtml``).
 
-Moore Threads publishes no Python package for mtml, and our ctypes binding (see ``clib`` and ``dcmi`` for
-Ascend's) is not written yet. So a node's mthreads cards are reported from the PCI bus (count, bus address,
-NUMA node, local CPUs, the hardware database's name), with `detail_missing` saying so; VRAM, versions and
-health stay unknown and the cards are not sliceable.
+Without MTML a Moore Threads node reports VRAM 0, so its `.sliced.*` capacities are zero and slicing is
+unreachable, and a broken card stays healthy. MTML gives per card: the name (`MTT S4000`, the product the
+group ID comes from), VRAM in MiB, MUSA cores, the UUID, the MTML index (our index, and the number
+MTHREADS_VISIBLE_DEVICES uses) and the PCI address; per node the driver version. MTML does not say the
+MUSA toolkit's version: the runtime version stays empty.
+
+A card is unhealthy when its VRAM reports volatile uncorrected ECC errors or when its ECC query fails (a
+card the library can no longer read); a driver that does not offer the query leaves it healthy. Moore
+Threads cards are logically sliceable (16 slices, compute partitioned, from the manufacturer table).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from gpustack_operator.device_manager.detector.vendor import PciOnly
+from gpustack_operator.device_manager.detector.indexed import BindingReader, Checks, IndexedDetector
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gpustack_operator.device_manager.detector.mtml import Mtml
 
 MANUFACTURER: Final = "mthreads"
-LIBRARY: Final = "mtml"
+LIBRARY: Final = "MTML"
 
 
-def detector() -> PciOnly:
-    """The mthreads detector: always falls back to PCI facts."""
-    return PciOnly(MANUFACTURER, LIBRARY)
+def _open_mtml() -> Mtml:
+    from gpustack_operator.device_manager.detector.mtml import Mtml
+
+    return Mtml.open()
+
+
+def _reader(mtml: Mtml) -> BindingReader:
+    checks = Checks(MANUFACTURER, LIBRARY)
+    return BindingReader(checks, mtml, mtml.ecc_ok, driver=checks.attempt(mtml.driver_version, default=""))
+
+
+def detector(open_library: Callable[[], Mtml] = _open_mtml) -> IndexedDetector:
+    """The mthreads detector: MTML, loaded when the bus first shows a Moore Threads card."""
+    return IndexedDetector(MANUFACTURER, LIBRARY, lambda: _reader(open_library()))
