@@ -74,6 +74,13 @@ class Promises:
                 promise.cards[(node, cid)] = (need, ledger[node][cid].remaining)
         self._book[workload] = promise
 
+    def copy(self) -> Promises:
+        """A copy of the book: what-if questions read (and release from) it, leaving this one as it is."""
+        twin = Promises(self.ttl)
+        twin._book = {w: _Promise(p.at, dict(p.cards)) for w, p in self._book.items()}
+        twin._last = dict(self._last)
+        return twin
+
     def drop(self, workload: str) -> None:
         """The workload no longer holds an admission: its promise goes."""
         self._book.pop(workload, None)
