@@ -64,7 +64,14 @@ def generated(rng: random.Random) -> tuple[str, dict[str, str], int]:
         shares = rng.randint(1, 4)
         return f"{pods} x {shares} shares", {"nvidia.com/gpu.shared": str(shares)}, pods
     pct = rng.choice((10, 25, 50, 60, 100))
-    limits = {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": str(pct)}
+    # The units are named too, as the Pod webhook will fold them (pct x 16,000): Kueue builds the Workload
+    # from the Job's template, which no webhook folds, so without them Kueue and the check would count
+    # the slice as 1 unit (found by this test; the fit recomputes the units from the memory either way).
+    limits = {
+        "nvidia.com/gpu.sliced": "1",
+        "nvidia.com/gpu.sliced.memory-percentage": str(pct),
+        "nvidia.com/gpu.sliced.units": str(pct * 16_000),
+    }
     return f"{pods} x {pct}% slice", limits, pods
 
 
