@@ -5,9 +5,13 @@ h100-1 with device managers). Each round sets a background of whole-card blocker
 the ledger shows them, as any Pod), asks `kubectl create --raw .../instancetypes/<H100>/fit -f req.json`
 about a generated request (exclusive, shared or sliced; 1-3 Pods), then submits the same request as a
 batch/v1 Job through the pool's entrance LocalQueue: the check must pass it if and only if the answer said
-it fits, and each Pod of a passed Job must land on a node the answer named. `FIT_REQUESTS` rounds
-(default 12: each round trip is ~10-20 s on the 2-core machine; FIT_REQUESTS=100 runs the issue's 100),
-`FIT_SEED` replays a run. Then one refusal with its reason (5 cards where no node has more than 3 free),
+it fits, and each Pod of a passed Job must land on a node the answer named; an answer that Kueue's quota
+cannot hold it (`NoQuota`: more cards than the pool has, 3 x 6 say) must be Kueue's own verdict, the Workload
+pending on insufficient quota and never checked. Each round starts once the last one's Workload is gone
+and the ClusterQueue reserves nothing (Kueue keeps a Retry workload's quota until it is deleted, and the
+answer reads that reservation). `FIT_REQUESTS` rounds (default 12: under 2 s a round, ~15 s with a new
+background, on the 2-core machine; FIT_REQUESTS=100 runs the issue's 100), `FIT_SEED` replays a run.
+Then one refusal with its reason (5 cards where no node has more than 3 free),
 and a user without `create` on `instancetypes/fit` gets a 403.
 """
 
@@ -23,8 +27,9 @@ from functools import partial
 from typing import Any
 
 from gpustack_operator.api.json import JSONObj
+from gpustack_operator.api.quantity import Quantity
 from gpustack_operator.kube.client import Client
-from gpustack_operator.kube.resources import INSTANCE_TYPES, PODS
+from gpustack_operator.kube.resources import CLUSTER_QUEUES, INSTANCE_TYPES, PODS, WORKLOADS
 from tests.helpers import eventually
 from tests.integration.test_admission_binding import JOBS, end_job
 from tests.integration.test_admission_check import (
@@ -104,11 +109,40 @@ async def answer_of(kubectl: Kubectl, spec: JSONObj) -> JSONObj:
     return answer["status"]
 
 
-async def decided(kube: Client, ns: str, name: str) -> JSONObj | None:
-    """The Job's Workload once the check has decided on it (Ready or Retry)."""
+def quota_refused(wl: JSONObj | None) -> bool:
+    """Kueue's scheduler found no flavor with quota for the Workload (its QuotaReserved reason)."""
+    found = [
+        c for c in ((wl or {}).get("status") or {}).get("conditions") or [] if c["type"] == "QuotaReserved"
+    ]
+    return (
+        bool(found) and found[0]["status"] == "False" and "insufficient quota" in found[0].get("message", "")
+    )
+
+
+async def decided(kube: Client, ns: str, name: str) -> tuple[str, JSONObj] | None:
+    """The Job's Workload once the chain has decided on it: the check's state (Ready or Retry), or
+    "NoQuota" when Kueue's scheduler left it pending for want of quota (the check then never sees it)."""
     wl = await workload_of(kube, ns, name)
-    state = check_entry(wl).get("state") if wl else None
-    return wl if state in ("Ready", "Retry") else None
+    if wl is None:
+        return None
+    state = check_entry(wl).get("state")
+    if state in ("Ready", "Retry"):
+        return str(state), wl
+    return ("NoQuota", wl) if quota_refused(wl) else None
+
+
+async def reserves_nothing(kube: Client, ns: str) -> bool:
+    """No Workload left in the namespace, and the pool's ClusterQueue reserves no quota (what the answer's
+    Kueue part reads)."""
+    if await kube.list(WORKLOADS, ns):
+        return False
+    queue = await kube.get(CLUSTER_QUEUES, H100)
+    totals = [
+        Quantity.parse(str(res.get("total", "0"))).value()
+        for flavor in (queue.get("status") or {}).get("flavorsReservation") or []
+        for res in flavor.get("resources") or []
+    ]
+    return not any(totals)
 
 
 async def placed(kube: Client, ns: str, name: str, pods: int) -> list[str] | None:
@@ -140,46 +174,56 @@ async def test_1_each_answer_is_what_the_chain_then_does_with_the_same_request(
     await all_free(kube)
     entrance = (await kube.get(INSTANCE_TYPES, H100))["status"]["entrance"]
     await entrance_ready(kube, ns, entrance)
+    await eventually(partial(reserves_nothing, kube, ns), timeout=LONG, what="no Workload nor quota held")
     blockers: list[str] = []
-    want = (8, 8)
-    tally = {True: 0, False: 0}
+    want: tuple[int, ...] = (8, 8)
+    tally: dict[str, int] = {}
     started = time.monotonic()
-    for n in range(REQUESTS):
-        clock = time.monotonic()
-        if n % 4 == 0:
-            await remove_pods(kube, ns, blockers)
-            await all_free(kube)
-            blockers, want = await background(kube, ns, rng, f"bg{n}")
-        shape, limits, pods = generated(rng)
-        answer = await answer_of(kubectl, {"pods": pods, "limits": limits})
-        name = f"fit-{n}"
-        await kube.create(JOBS, job(name, entrance, limits, pods), ns)
-        wl = await eventually(partial(decided, kube, ns, name), timeout=LONG, what=f"the check on {name}")
-        ready = check_entry(wl)["state"] == "Ready"
-        assert ready == answer["fits"], (shape, want, answer, check_entry(wl))
-        if ready:
-            named = {node["hostname"] for node in answer["nodes"]}
-            nodes = await eventually(
-                partial(placed, kube, ns, name, pods), timeout=LONG, what=f"{name}'s Pods bound"
+    try:
+        for n in range(REQUESTS):
+            clock = time.monotonic()
+            if n % 4 == 0:
+                await remove_pods(kube, ns, blockers)
+                await all_free(kube)
+                blockers, want = await background(kube, ns, rng, f"bg{n}")
+            shape, limits, pods = generated(rng)
+            answer = await answer_of(kubectl, {"pods": pods, "limits": limits})
+            name = f"fit-{n}"
+            await kube.create(JOBS, job(name, entrance, limits, pods), ns)
+            verdict, wl = await eventually(
+                partial(decided, kube, ns, name), timeout=LONG, what=f"the chain's decision on {name}"
             )
-            assert set(nodes) <= named, (shape, nodes, answer["nodes"])
-            wl = await workload_of(kube, ns, name)
-            assert admitted(wl) or check_entry(wl)["state"] == "Ready"
-        else:
-            assert answer["reason"] == "NoRoom", answer
-        tally[ready] += 1
-        await end_job(kube, ns, name)
-
-        await eventually(partial(frees_are, kube, want), timeout=LONG, what=f"free cards back to {want}")
-        say(
-            f"{n + 1}/{REQUESTS}: free {want}, {shape}: {answer['reason']}"
-            f"{' on ' + ','.join(sorted(x['hostname'] for x in answer['nodes'])) if ready else ''}"
-            f" ({time.monotonic() - clock:.1f}s)"
-        )
-    say(
-        f"{REQUESTS} requests in {time.monotonic() - started:.1f}s: {tally[True]} fit, {tally[False]} refused"
-    )
-    await remove_pods(kube, ns, blockers)
+            said = {"Fits": "Ready", "NoRoom": "Retry", "NoCards": "Retry"}.get(
+                answer["reason"], answer["reason"]
+            )
+            assert verdict == said, (shape, want, answer, verdict, wl.get("status"))
+            if verdict == "Ready":
+                named = {node["hostname"] for node in answer["nodes"]}
+                nodes = await eventually(
+                    partial(placed, kube, ns, name, pods), timeout=LONG, what=f"{name}'s Pods bound"
+                )
+                assert set(nodes) <= named, (shape, nodes, answer["nodes"])
+                now = await workload_of(kube, ns, name)
+                assert admitted(now) or check_entry(now)["state"] == "Ready"
+            elif verdict == "NoQuota":
+                assert not admitted(wl), wl.get("status")
+                assert check_entry(wl).get("state") != "Ready", wl.get("status")
+            tally[answer["reason"]] = tally.get(answer["reason"], 0) + 1
+            await end_job(kube, ns, name)
+            await eventually(
+                partial(reserves_nothing, kube, ns), timeout=LONG, what=f"{name}'s Workload and quota gone"
+            )
+            await eventually(partial(frees_are, kube, want), timeout=LONG, what=f"free cards back to {want}")
+            on = ",".join(sorted(x["hostname"] for x in answer.get("nodes") or []))
+            say(
+                f"{n + 1}/{REQUESTS}: free {want}, {shape}: {answer['reason']}{' on ' + on if on else ''}"
+                f" ({time.monotonic() - clock:.1f}s)"
+            )
+        say(f"{REQUESTS} requests in {time.monotonic() - started:.1f}s: {tally}")
+    finally:
+        for left in await kube.list(JOBS, ns):
+            await kube.delete(JOBS, left["metadata"]["name"], ns)
+        await remove_pods(kube, ns)
     await all_free(kube)
 
 
