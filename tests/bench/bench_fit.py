@@ -9,9 +9,10 @@ part of the answer (flavor and free quota) is read as the worker reads it. The w
 runs in-process on real informers; once its cache holds every ledger, the same seeded mix of requests as
 bench_admission_decision's (1, 4, 8 cards, 8 Pods × 8 cards, a slice, a share, 9 cards that fit nowhere) is
 asked two ways, alternating: one fit answer (the request rendered as the chain's Pod, pod_template; then
-AdmissionFit.fit: the ClusterQueue's flavor and quota, the flavor's cards less a copy of the promise book,
-the placement, the answer with its largest free request) and one admission decision of the same request
-as a Workload (decide, promising the plan's cards as the controller does, the oldest released past 100).
+AdmissionFit.fit: the ClusterQueue's flavor and quota, the flavor's cards less a read-only view of the
+promise book, the placement, the answer with its largest free request, kept per node between answers)
+and one admission decision of the same request as a Workload (decide, promising the plan's cards as the
+controller does, the oldest released past 100).
 So every fit sees a book of up to 100 promises, as on a busy pool.
 
 Goal: a fit answer's p99 <= 50 ms. Baseline, same run: one admission decision; the ratio is fit ÷ decision.

@@ -130,3 +130,16 @@ async def test_a_request_for_no_card_is_refused() -> None:
     async with world(node_devices_admission_check.controller) as w:
         with pytest.raises(NothingAskedError):
             fit_of(w).fit(QUEUE, "nvidia", template({"cpu": "1"}), 1)
+
+
+async def test_the_largest_request_follows_the_ledger_from_one_answer_to_the_next() -> None:
+    """Each node's part of largestFreeRequest is kept between answers only while its cards are the same."""
+    async with world(node_devices_admission_check.controller) as w:
+        await pool(w, free(6, held=2), free(2, held=6))
+        w.put(CLUSTER_QUEUES, queue(16 * D))
+        fit = fit_of(w)
+        ask = template({"nvidia.com/gpu": "1"})
+        assert fit.fit(QUEUE, "nvidia", ask, 1)["largestFreeRequest"]["accelerator"] == "6"
+        assert fit.fit(QUEUE, "nvidia", ask, 1)["largestFreeRequest"]["accelerator"] == "6"
+        await pool(w, free(1, held=7), free(4, held=4))
+        assert fit.fit(QUEUE, "nvidia", ask, 1)["largestFreeRequest"]["accelerator"] == "4"

@@ -20,7 +20,7 @@ three views an InstanceType shows (rules.capacity.views, promises applied).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -30,10 +30,18 @@ from gpustack_operator.api.quantity import Quantity
 from gpustack_operator.api.types.kueue import StopPolicy
 from gpustack_operator.rules.admission.placement import Ledger, Plan, Stuck
 from gpustack_operator.rules.capacity.quota import quantity_of
-from gpustack_operator.rules.capacity.views import accelerator_views
+from gpustack_operator.rules.capacity.views import NodeMost, node_most
 from gpustack_operator.rules.cards import Need, card_mode_label
 
-__all__ = ["FlavorChoice", "NothingAskedError", "Reason", "answer", "assign_flavor", "credits_of"]
+__all__ = [
+    "FlavorChoice",
+    "NothingAskedError",
+    "Reason",
+    "answer",
+    "assign_flavor",
+    "credits_of",
+    "largest_free_request",
+]
 
 
 class Reason(StrEnum):
@@ -111,12 +119,16 @@ def _cards(cards: Mapping[str, Need]) -> list[JSONObj]:
     ]
 
 
-def _largest(seen: Ledger) -> JSONObj:
-    views = accelerator_views(list(cards.values()) for cards in seen.values())
+def largest_free_request(mosts: Iterable[NodeMost]) -> JSONObj:
+    """The most one Pod could ask in each view, given each node's part (rules.capacity.views.node_most:
+    the views' onceMaxRequest, promises applied when the nodes' cards are seen less them)."""
+    exclusive = shared = sliced = 0
+    for free, shares, percent in mosts:
+        exclusive, shared, sliced = max(exclusive, free), max(shared, shares), max(sliced, percent)
     return {
-        "accelerator": str(views.exclusive.once_max_request),
-        "acceleratorShared": str(views.shared.once_max_request),
-        "acceleratorSlicedPercentage": str(views.sliced.once_max_request),
+        "accelerator": str(exclusive),
+        "acceleratorShared": str(shared),
+        "acceleratorSlicedPercentage": str(sliced),
     }
 
 
@@ -126,12 +138,16 @@ def answer(
     seen: Ledger,
     pods: int,
     hostname: Mapping[str, str] | None = None,
+    largest: JSONObj | None = None,
 ) -> JSONObj:
     """The fit status: `found` is the placement of the one podSet on `choice`'s flavor, `seen` that
-    flavor's cards less the promises; `hostname` maps a node (Devices name) to its hostname label."""
+    flavor's cards less the promises; `hostname` maps a node (Devices name) to its hostname label;
+    `largest` is `seen`'s largest_free_request when the caller has it (kept per node across answers)."""
     if choice.flavor is None:
         return {"fits": False, "reason": choice.reason.value, "message": choice.message}
-    status: JSONObj = {"flavor": choice.flavor, "largestFreeRequest": _largest(seen)}
+    if largest is None:
+        largest = largest_free_request(node_most(cards.values()) for cards in seen.values())
+    status: JSONObj = {"flavor": choice.flavor, "largestFreeRequest": largest}
     if isinstance(found, Plan):
         per_node: dict[str, int] = {}
         for node in found.pods[0] if found.pods else ():
