@@ -19,7 +19,11 @@ __all__ = ["Reader", "ServedResource", "resource_list"]
 @dataclass(frozen=True)
 class Reader:
     """A read-only subresource that answers something other than the kind (a Pod's log, an EventList):
-    discovery lists it with the verb `get`, OpenAPI describes its query parameters and answer."""
+    discovery lists it with its verb, OpenAPI describes its query parameters and answer.
+
+    Most are read with `get`; a question that needs a body (`instancetypes/fit`, like a
+    SubjectAccessReview) is asked with `create`: POSTed in the answer's own shape, its spec filled, and
+    answered with its status filled, nothing stored."""
 
     name: str
     description: str
@@ -28,6 +32,11 @@ class Reader:
     produces: str = "application/json"
     query: tuple[str, ...] = ()
     """The query parameters it reads (openapi_paths knows their types)."""
+    verb: str = "get"
+    """`get`, or `create` for a question POSTed with a body of `schema`."""
+    kind: str = ""
+    """The kind discovery names for it (the resource's own when empty, as pods/log names Pod; a question
+    names its own, as pods/eviction names Eviction)."""
 
 
 @dataclass(frozen=True)
@@ -72,10 +81,13 @@ class ServedResource:
                 "name": f"{self.plural}/{name}",
                 "singularName": "",
                 "namespaced": self.namespaced,
-                "kind": self.kind,
+                "kind": kind or self.kind,
                 "verbs": sorted(verbs),
             }
-            for name, verbs in (*self.subresources, *((r.name, ("get",)) for r in self.readers))
+            for name, verbs, kind in (
+                *((name, verbs, "") for name, verbs in self.subresources),
+                *((r.name, (r.verb,), r.kind) for r in self.readers),
+            )
         ]
         return [main, *subs]
 

@@ -32,7 +32,7 @@ __all__ = [
     "payload",
 ]
 
-Body = Literal["object", "patch"]
+Body = Literal["object", "patch", "inline"]
 Response = Literal["object", "list", "status", "inline"]
 
 TITLE = "GPUStack - Open Source Accelerator Management Platform"
@@ -96,7 +96,7 @@ class Operation:
     produces: str = "application/json"
     """The answer's Content-Type."""
     schema: JSONObj | None = None
-    """The answer's inline schema, for an `inline` response (a Reader's)."""
+    """The answer's inline schema, for an `inline` response (a Reader's); an `inline` body is of it too."""
 
 
 @dataclass(frozen=True)
@@ -138,20 +138,22 @@ class _Ops:
         self.ops.append(Operation(method, action, op_id, query, body, response, gvk, kind, consumes))
 
     def reader(self, reader: Reader) -> _Ops:
-        """The one GET of a read-only subresource, answering its own schema."""
-        op_id = _ID_VERBS["get"] + self.id_tail
+        """The one operation of a read-only subresource, answering its own schema: a GET, or for a
+        `create` question a POST whose body is of that same schema."""
+        asks = reader.verb == "create"
+        method = "post" if asks else "get"
         gvk, kind = _gvk(self.resource), definition_name(self.resource)
         self.ops.append(
             Operation(
-                "get",
-                "get",
-                op_id,
+                method,
+                method,
+                _ID_VERBS[method] + self.id_tail,
                 reader.query,
-                None,
+                "inline" if asks else None,
                 "inline",
                 gvk,
                 kind,
-                (),
+                ("application/json",) if asks else (),
                 reader.produces,
                 reader.schema,
             )

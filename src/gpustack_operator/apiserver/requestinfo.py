@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 __all__ = ["RequestInfo", "is_watch", "parse"]
 
-_ITEM_VERBS = {"GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+_ITEM_VERBS = {
+    "GET": "get",
+    "HEAD": "get",
+    "POST": "create",  # a subresource question (instancetypes/fit), as kube reads pods/eviction
+    "PUT": "update",
+    "PATCH": "patch",
+    "DELETE": "delete",
+}
 _COLLECTION_VERBS = {"GET": "list", "HEAD": "list", "POST": "create", "DELETE": "deletecollection"}
 
 

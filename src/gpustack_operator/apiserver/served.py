@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -27,9 +27,19 @@ from gpustack_operator.controllerkit.rbac import Rule
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import Resource as Stored
 
-__all__ = ["Backends", "Resource", "ServedAPI"]
+__all__ = ["Backends", "Fitter", "Resource", "ServedAPI"]
 
 JSONObj = dict[str, Any]
+
+
+class Fitter(Protocol):
+    """What the `instancetypes/fit` question asks the admission check running in this process
+    (controllers.node_devices_admission_fit.AdmissionFit; the worker wires it)."""
+
+    def fit(self, queue: str, manufacturer: str, template: JSONObj, pods: int) -> JSONObj:
+        """The fit status of `pods` Pods of the Pod `template` in ClusterQueue `queue`; raises ValueError
+        when the template asks for no card of `manufacturer`."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,8 @@ class Backends:
     """The system namespace (where the settings Secret lives)."""
     caches: Mapping[Stored, Informed] = field(default_factory=dict)
     """Informers of stored resources a storage may answer reads and watches from (none: API reads)."""
+    fit: Fitter | None = None
+    """The admission check's what-if (None: the fit subresource answers 503)."""
 
     def cache(self, stored: Stored) -> Informed | None:
         return self.caches.get(stored)

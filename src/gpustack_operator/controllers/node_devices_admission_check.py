@@ -276,6 +276,14 @@ class NodeDevicesAdmissionReconciler:
     ) -> tuple[Plan | None, dict[str, Mapping[str, CardState]]]:
         """Where the workload's Pods go on the cards not promised to others (None: some Pod fits nowhere);
         a podSet of `pinned` (podSet -> hostname) only on the node of that hostname."""
+        asks, ledger = self.asks(wl, pinned)
+        return plan(asks, self.promises.against(ledger, self.clock(), skip=key)), ledger
+
+    def asks(
+        self, wl: JSONObj, pinned: Mapping[str, str] | None = None
+    ) -> tuple[list[Ask], dict[str, Mapping[str, CardState]]]:
+        """The workload's podSets as placement asks, and the ledger of every node they may use (the
+        assigned flavors' healthy cards, promises not yet applied)."""
         asks: list[Ask] = []
         ledger: dict[str, Mapping[str, CardState]] = {}
         for demand in workload_demand(wl):
@@ -289,7 +297,7 @@ class NodeDevicesAdmissionReconciler:
             if host is not None:
                 nodes = tuple(n for n in nodes if self.hostname(n) == host)
             asks.append(Ask(demand.count, demand.needs, nodes))
-        return plan(asks, self.promises.against(ledger, self.clock(), skip=key)), ledger
+        return asks, ledger
 
 
 def _uses_check(old: JSONObj | None, new: JSONObj | None) -> bool:

@@ -4,8 +4,8 @@ worker's own client and informers.
 What is served, and how it is registered and kept registered, is apiserver's (apiserver/catalog.py is the
 table, apiserver/aggregated.py the server and its keepers); here the worker only hands it the API client,
 the system namespace, the shared InstanceType informer (v1 GET, LIST and WATCH read it; it keeps
-managedFields, which a plain GET and a watch serve on) and the webhooks' lookups over the informers the
-controllers share.
+managedFields, which a plain GET and a watch serve on), the webhooks' lookups over the informers the
+controllers share, and the admission check's what-if for `instancetypes/fit`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from gpustack_operator.api.keys import SETTINGS_SECRET
 from gpustack_operator.apiserver import aggregated, catalog, delegation
 from gpustack_operator.apiserver.aggregated import AggregatedAPI, AggregationOptions
 from gpustack_operator.apiserver.catalog import CATALOG
-from gpustack_operator.apiserver.served import Backends
+from gpustack_operator.apiserver.served import Backends, Fitter
 from gpustack_operator.apiserver.webhooks import lookup
 from gpustack_operator.apiserver.webhooks.kinds import worker_webhooks
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
@@ -70,9 +70,10 @@ def aggregated_api(
     options: AggregationOptions,
     environment: Environment,
     observe_review: ReviewObserver | None = None,
+    fit: Fitter | None = None,
 ) -> AggregatedAPI:
     """The aggregated API of `CATALOG` over `client` and the worker's informers, with the webhooks unless
-    `options` turn them off."""
+    `options` turn them off; `fit` answers `instancetypes/fit` (the admission check's what-if)."""
     lookups = _lookups(client, informers, environment)
     types = lookups.instance_types_cache
     caches = {}
@@ -84,5 +85,5 @@ def aggregated_api(
         if options.webhooks
         else None
     )
-    backends = Backends(client, environment.pod_namespace, caches)
+    backends = Backends(client, environment.pod_namespace, caches, fit)
     return AggregatedAPI(CATALOG, backends, options, environment, webhooks)

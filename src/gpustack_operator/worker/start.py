@@ -26,6 +26,7 @@ from gpustack_operator.apiserver import health
 from gpustack_operator.apiserver.aggregated import AggregationOptions, NotAvailableError
 from gpustack_operator.controllerkit.manager import Manager
 from gpustack_operator.controllerkit.metrics import Metrics
+from gpustack_operator.controllers.node_devices_admission_fit import AdmissionFit
 from gpustack_operator.controllers.setup import setup_controllers
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.events import EventRecorder
@@ -104,7 +105,12 @@ class _Worker:
         )
         self.api = (
             aggregated_api(
-                api_client or client, informers, options.aggregation, environment, metrics.observe_review
+                api_client or client,
+                informers,
+                options.aggregation,
+                environment,
+                metrics.observe_review,
+                AdmissionFit.of(self.manager.controllers),
             )
             if options.aggregation is not None
             else None

@@ -70,6 +70,13 @@ async def test_discovery_lists_what_we_serve_as_the_aggregator_probe_reads_it(
                 "kind": "InstanceType",
                 "verbs": ["get", "patch", "update"],
             },
+            {
+                "name": "instancetypes/fit",
+                "singularName": "",
+                "namespaced": False,
+                "kind": "InstanceTypeFit",
+                "verbs": ["create"],
+            },
         ],
     }
 

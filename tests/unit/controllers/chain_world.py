@@ -138,6 +138,8 @@ class World:
     informers: FakeInformers
     client: ChainClient
     recorder: FakeRecorder
+    manager: Manager | None = None
+    """The running manager (its controllers, for a test that asks a reconciler directly)."""
 
     def informer(self, resource: Resource) -> FakeInformer:
         return self.informers.informer(resource)
@@ -197,7 +199,7 @@ class World:
 async def world(*factories: ControllerFactory, **settings: str) -> AsyncIterator[World]:
     informers, recorder = FakeInformers(), FakeRecorder()
     w = World(informers, ChainClient(informers), recorder)
-    manager = Manager(informers, recorder=recorder)  # type: ignore[arg-type]
+    manager = w.manager = Manager(informers, recorder=recorder)  # type: ignore[arg-type]
     environment = Environment(pod_namespace=SYSTEM)
     setup_controllers(manager, client=w.client, environment=environment, factories=factories)
     if settings:

@@ -5,12 +5,15 @@ Columns (contract §3.1, Era B): Name, Entrance, Accel.(Exclusive), Accel.(Share
 only `-o wide` shows it, as in the Go original. A view the status lacks prints `<none>`. Product and
 Memory (`spec.product`, `spec.memory`: the pool's card, filled from its flavors by the defaulting webhook)
 stand before Phase, as the InstanceTypeFlavor and the earlier InstanceType columns show them (§2.4), so a
-user sees which card a pool offers and the VRAM a `.sliced.memory-mib` is divided by.
+user sees which card a pool offers and the VRAM a `.sliced.memory-mib` is divided by. Beside the proxy,
+`fit` (instancetypefit.py) asks the admission check whether a request would be admitted into the pool.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from aiohttp import web
 
 from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import CATEGORY, KIND_INSTANCE_TYPE, PLURAL_INSTANCE_TYPES, V1, WORKER_GROUP
@@ -23,6 +26,7 @@ from gpustack_operator.apiserver.registry.generic.crdproxy import (
     CRDProxy,
     proxy_rules,
 )
+from gpustack_operator.apiserver.registry.instancetypefit import FIT, InstanceTypeFit
 from gpustack_operator.apiserver.served import Backends, Resource
 from gpustack_operator.apiserver.table import NAME, Column, age
 from gpustack_operator.conversion.apiversion import WORKER
@@ -44,6 +48,7 @@ SERVED = ServedResource(
     short_names=("instype",),
     categories=(CATEGORY,),
     subresources=STATUS_SUBRESOURCE,
+    readers=(FIT,),
 )
 
 SCHEMA = INSTANCE_TYPE.openapi_schema()
@@ -110,8 +115,23 @@ def proxy(client: Client, cache: Informed | None = None) -> CRDProxy:
     return CRDProxy(client, SERVED, STORED, WORKER, COLUMNS, cache=cache)
 
 
-def _storage(backends: Backends) -> CRDProxy:
-    return proxy(backends.client, backends.cache(STORED))
+class InstanceTypeRoutes:
+    """The proxy's routes and the `fit` question under the same item path."""
+
+    def __init__(self, backends: Backends) -> None:
+        cache = backends.cache(STORED)
+        self.proxy = proxy(backends.client, cache)
+        self.fit = InstanceTypeFit(backends.client, cache, backends.fit)
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        self.proxy.add_routes(router)
+        router.add_post(
+            f"/apis/{SERVED.group}/{SERVED.version}/{SERVED.plural}/{{name}}/{FIT.name}", self.fit.post
+        )
+
+
+def _storage(backends: Backends) -> InstanceTypeRoutes:
+    return InstanceTypeRoutes(backends)
 
 
 RESOURCE = Resource(SERVED, SCHEMA, _storage, COLUMNS, rbac=proxy_rules(STORED))

@@ -74,6 +74,13 @@ class Promises:
                 promise.cards[(node, cid)] = (need, ledger[node][cid].remaining)
         self._book[workload] = promise
 
+    def copy(self) -> Promises:
+        """A copy of the book (`view` answers a what-if without one)."""
+        twin = Promises(self.ttl)
+        twin._book = {w: _Promise(p.at, dict(p.cards)) for w, p in self._book.items()}
+        twin._last = dict(self._last)
+        return twin
+
     def drop(self, workload: str) -> None:
         """The workload no longer holds an admission: its promise goes."""
         self._book.pop(workload, None)
@@ -82,32 +89,62 @@ class Promises:
         """The ledger less every other workload's promise; releases what the ledger shows consumed.
 
         The nodes no promise touches are the ledger's own mappings (nothing here changes them)."""
+        expired, released = self._settle(ledger, now)
+        self._remember(ledger)
+        for workload in expired:
+            del self._book[workload]
+        for workload, ref in released:
+            del self._book[workload].cards[ref]
+        for workload in [w for w, p in self._book.items() if not p.cards]:
+            del self._book[workload]
+        return self._apply(ledger, skip, frozenset(), frozenset())
+
+    def view(self, ledger: Ledger, now: float) -> dict[str, Mapping[str, CardState]]:
+        """What `against` would return now, without changing the book (a what-if's read-only overlay: the
+        releases it would make are only left out of the sum, the cards last seen are not updated)."""
+        expired, released = self._settle(ledger, now)
+        return self._apply(ledger, "", expired, released)
+
+    def _settle(self, ledger: Ledger, now: float) -> tuple[frozenset[str], frozenset[tuple[str, CardRef]]]:
+        """The promises past the ttl, and the (workload, card) promises the ledger shows consumed, directly
+        or through a substitute (see the module docstring); the book is left as it is."""
         covered = {ref for promise in self._book.values() for ref in promise.cards}
         drops = self._drops(ledger, covered)
-        for workload, promise in list(self._book.items()):
-            if now - promise.at >= self.ttl:
-                del self._book[workload]
+        expired = frozenset(w for w, promise in self._book.items() if now - promise.at >= self.ttl)
+        released: set[tuple[str, CardRef]] = set()
+        for workload, promise in self._book.items():
+            if workload in expired:
                 continue
-            for ref, (need, before) in list(promise.cards.items()):
+            for ref, (need, before) in promise.cards.items():
                 card = (ledger.get(ref[0]) or {}).get(ref[1])
                 if card is not None and card.remaining <= before - need.units:
-                    del promise.cards[ref]
+                    released.add((workload, ref))
         for ref, (drop, mode) in drops.items():
-            self._substitute(ref[0], drop, mode, ledger)
-        seen: dict[str, Mapping[str, CardState]] = dict(
-            ledger
-        )  # copied per node when a promise first applies
+            self._substitute(ref[0], drop, mode, ledger, expired, released)
+        return expired, frozenset(released)
+
+    def _apply(
+        self,
+        ledger: Ledger,
+        skip: str,
+        expired: frozenset[str],
+        released: frozenset[tuple[str, CardRef]],
+    ) -> dict[str, Mapping[str, CardState]]:
+        """The ledger less the promised cards of every workload but `skip`, the expired and the released
+        left out; a node's cards are copied when a promise first applies to it."""
+        seen: dict[str, Mapping[str, CardState]] = dict(ledger)
         changed: dict[str, dict[str, CardState]] = {}
-        for workload, promise in list(self._book.items()):
+        for workload, promise in self._book.items():
+            if workload == skip or workload in expired:
+                continue
             for (node, cid), (need, _) in promise.cards.items():
-                if workload != skip and cid in seen.get(node, {}):
-                    cards = changed.get(node)
-                    if cards is None:
-                        cards = changed[node] = dict(seen[node])
-                    cards[cid] = cards[cid].take(need)
+                if (workload, (node, cid)) in released or cid not in seen.get(node, {}):
+                    continue
+                cards = changed.get(node)
+                if cards is None:
+                    cards = changed[node] = dict(seen[node])
                     seen[node] = cards
-            if not promise.cards:
-                del self._book[workload]
+                cards[cid] = cards[cid].take(need)
         return seen
 
     def _remember(self, ledger: Ledger) -> None:
@@ -118,27 +155,36 @@ class Promises:
     def _drops(self, ledger: Ledger, covered: set[CardRef]) -> dict[CardRef, tuple[int, int]]:
         """Cards no promise covers whose remaining dropped since last seen: (units dropped, mode now)."""
         drops = {}
+        last = self._last
         for node, cards in ledger.items():
             for cid, card in cards.items():
-                before = self._last.get((node, cid))
+                before = last.get((node, cid))
                 if before is not None and card.remaining < before and (node, cid) not in covered:
                     drops[(node, cid)] = (before - card.remaining, card.mode)
-        self._remember(ledger)
         return drops
 
-    def _substitute(self, node: str, drop: int, mode: int, ledger: Ledger) -> None:
-        """Release promised, unconsumed cards the drop on an uncovered card of `node` stands in for."""
+    def _substitute(
+        self,
+        node: str,
+        drop: int,
+        mode: int,
+        ledger: Ledger,
+        expired: frozenset[str],
+        released: set[tuple[str, CardRef]],
+    ) -> None:
+        """Add to `released` the promised, unconsumed cards the drop on an uncovered card of `node` stands
+        in for."""
         candidates = sorted(
             (ref[0] != node, promise.at, ref, workload)
             for workload, promise in self._book.items()
+            if workload not in expired
             for ref, (need, _) in promise.cards.items()
-            if ref[0] in ledger and need.mode == mode
+            if ref[0] in ledger and need.mode == mode and (workload, ref) not in released
         )
         for _, _, ref, workload in candidates:
-            promise = self._book[workload]
-            need = promise.cards[ref][0]
+            need = self._book[workload].cards[ref][0]
             if need.units <= drop:
-                del promise.cards[ref]
+                released.add((workload, ref))
                 drop -= need.units
 
     def promised(self) -> Mapping[str, frozenset[CardRef]]:

@@ -130,6 +130,22 @@ def unhealthy_cards(devices: Mapping[str, Any], group: str | None = None) -> set
     return found
 
 
+NodeMost = tuple[int, int, int]
+"""What one request could get of one node: (free cards, shares, the freest sliceable card's percent)."""
+
+
+def node_most(node: Iterable[CardState]) -> NodeMost:
+    """One node's part of the views' onceMaxRequest (their maximum over the nodes is the pool's)."""
+    free = shares = percent = 0
+    for card in node:
+        free += card.free
+        if card.serves(Mode.SHARED):
+            shares += card.room // SHARED_UNITS
+        if card.serves(Mode.SLICED):
+            percent = max(percent, card.room // MEMORY_PERCENT_UNITS)
+    return free, shares, percent
+
+
 def accelerator_views(nodes: Iterable[Sequence[CardState]]) -> AcceleratorViews:
     """The exclusive, shared and sliced views of a pool, given each node's cards."""
     cards = sliceable = free = shares = percent = 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from gpustack_operator.rules.admission.placement import Ask, place
 from gpustack_operator.rules.admission.promises import Promises
 from gpustack_operator.rules.cards import CardState, Mode, Need
@@ -107,3 +109,38 @@ def test_a_promise_ends_when_the_workload_goes_or_after_the_ttl() -> None:
     assert place(FOUR, book.against(seen, 159, skip="w2")) is None
     assert place(FOUR, book.against(seen, 160, skip="w2")) is not None
     assert len(book) == 0
+
+
+def test_a_view_is_what_the_book_would_answer_and_changes_nothing() -> None:
+    """`view` (the fit subresource's read-only overlay) equals `against` on a copy of the book, over seeded
+    histories of promises, consumption on and off the plan, frees and expiry; the book is left as it was."""
+    rng = random.Random(27)
+    modes = (EX, Need(Mode.SHARED, 160_000), Need(Mode.SLICED, 400_000))
+    for _ in range(200):
+        book = Promises(ttl=5.0)
+        cards = {node: {f"{node}{n}": FREE for n in range(4)} for node in "abc"}
+        for step in range(12):
+            now = float(step)
+            current = {node: dict(rows) for node, rows in cards.items()}
+            before = book.promised()
+            seen = book.view(current, now)
+            assert seen == book.copy().against(current, now)
+            assert book.promised() == before
+            assert book.view(current, now) == seen
+            if rng.random() < 0.5:
+                need = rng.choice(modes)
+                asks = [Ask(1, (need,) * rng.randint(1, 2), tuple(cards))]
+                placement = place(asks, book.against(current, now, skip=f"w{step}"))
+                if placement is not None:
+                    book.hold(f"w{step}", placement, current, now)
+            else:
+                book.against(current, now)
+            for rows in cards.values():  # Pods start on planned or other cards, or end
+                for cid in list(rows):
+                    roll = rng.random()
+                    if roll < 0.15:
+                        rows[cid] = HELD
+                    elif roll < 0.25:
+                        rows[cid] = CardState(D - 400_000, int(Mode.SLICED), True)
+                    elif roll < 0.35:
+                        rows[cid] = FREE

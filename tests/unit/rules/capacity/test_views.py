@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from gpustack_operator.rules.capacity.views import (
     View,
     accelerator_views,
     cpu_view,
+    node_most,
     pool_cards,
 )
 from gpustack_operator.rules.cards import CardState
@@ -230,3 +232,26 @@ SMALL, BIG = "gpustack--amd-25-1-linux-amd64-8c", "gpustack--amd-25-1-linux-amd6
 )
 def test_cpu_view(cq: dict[str, Any], overcommit: bool, expected: tuple[str, str, str]) -> None:
     assert shown(cpu_view(cq, overcommit)) == expected
+
+
+def test_each_nodes_part_of_the_once_max_request_makes_the_views_once_max_request() -> None:
+    """node_most (what the fit subresource keeps per node between answers) agrees with the views."""
+    rng = random.Random(9)
+    for _ in range(300):
+        nodes = [
+            [
+                CardState(
+                    rng.choice((D, D, 0, D - 160_000, D - 400_000, -16_000)),
+                    rng.choice((NONE, EXCLUSIVE, SHARED, SLICED)),
+                    rng.random() < 0.8,
+                    rng.random() < 0.9,
+                )
+                for _ in range(rng.randint(0, 8))
+            ]
+            for _ in range(rng.randint(1, 5))
+        ]
+        views = accelerator_views(nodes)
+        mosts = [node_most(node) for node in nodes]
+        assert max(m[0] for m in mosts) == views.exclusive.once_max_request.value()
+        assert max(m[1] for m in mosts) == views.shared.once_max_request.value()
+        assert max(m[2] for m in mosts) == views.sliced.once_max_request.value()
