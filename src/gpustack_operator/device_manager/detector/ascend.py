@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from gpustack_operator.device_manager.detector.pci import PciDevice, normalize_bus_id, with_topology
+from gpustack_operator.device_manager.detector.native import brief_version, toolkit_version
+from gpustack_operator.device_manager.detector.pci import PciDevice, bus_name, normalize_bus_id, with_topology
 from gpustack_operator.device_manager.detector.vendor import CallError, LibraryUnavailableError
 from gpustack_operator.device_manager.model import Card, Metrics
 
@@ -62,11 +63,6 @@ def product_of(chip_type: str, chip_name: str) -> str:
     return f"{chip_type}{chip_name}"
 
 
-def brief_version(version: str) -> str:
-    """`8.0.RC3` -> `8.0` (major.minor, like CUDA's); "" stays ""."""
-    return ".".join(version.split(".")[:2])
-
-
 def version_info(path: Path) -> str:
     """The `Version=` line of an Ascend `version.info`; "" when absent or unreadable."""
     try:
@@ -82,15 +78,13 @@ def version_info(path: Path) -> str:
 
 def cann_version(root: Path = Path("/"), environ: Mapping[str, str] = os.environ) -> str:
     """The CANN toolkit's version (full, `8.0.RC3`) from `$ASCEND_TOOLKIT_HOME` or the default homes."""
-    configured = environ.get("ASCEND_TOOLKIT_HOME", "")
-    homes = [Path(configured)] if configured else []
-    homes += [root / home for home in TOOLKIT_HOMES]
-    for home in homes:
-        for name in VERSION_FILES:
-            version = version_info(home / name)
-            if version:
-                return version
-    return ""
+
+    def in_home(home: Path) -> str:
+        return next((v for name in VERSION_FILES if (v := version_info(home / name))), "")
+
+    return toolkit_version(
+        environ, ("ASCEND_TOOLKIT_HOME",), [root / home for home in TOOLKIT_HOMES], in_home
+    )
 
 
 def _open_dcmi() -> Dcmi:
@@ -148,7 +142,7 @@ class AscendDetector:
 
     def _uuid(self, dcmi: Dcmi, card: int, device: int, bus_id: str) -> str:
         """The SoC die; a chip whose die is unreadable is named by its bus address, as PCI facts name it."""
-        return self._try(dcmi.die, card, device, default="pci-" + bus_id.replace(":", "-"))
+        return self._try(dcmi.die, card, device, default=bus_name(bus_id))
 
     def _healthy(self, dcmi: Dcmi, card: int, device: int, where: str) -> bool:
         try:

@@ -25,10 +25,10 @@ from gpustack_operator.device_manager.detector.native import (
     NativeDetector,
     NodeFacts,
     brief_version,
-    bus_name,
+    toolkit_version,
     version_in_file,
 )
-from gpustack_operator.device_manager.detector.pci import normalize_bus_id
+from gpustack_operator.device_manager.detector.pci import bus_name, normalize_bus_id
 from gpustack_operator.device_manager.model import Card, Metrics
 
 if TYPE_CHECKING:
@@ -47,13 +47,9 @@ HEALTHY, IN_PROBLEM = 1, 0
 
 def neuware_version(root: Path = Path("/"), environ: Mapping[str, str] = os.environ) -> str:
     """The Neuware (CNToolkit) version (`1.17.0`) from `version.txt` in `$NEUWARE_HOME` or the default."""
-    configured = environ.get("NEUWARE_HOME", "")
-    homes = [Path(configured)] if configured else []
-    for home in [*homes, root / NEUWARE_HOME]:
-        version = version_in_file(home / "version.txt")
-        if version:
-            return version
-    return ""
+    return toolkit_version(
+        environ, ("NEUWARE_HOME",), [root / NEUWARE_HOME], lambda home: version_in_file(home / "version.txt")
+    )
 
 
 def _open_cndev() -> Cndev:

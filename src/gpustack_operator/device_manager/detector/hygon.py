@@ -26,10 +26,10 @@ from gpustack_operator.device_manager.detector.native import (
     NativeDetector,
     NodeFacts,
     brief_version,
-    bus_name,
+    toolkit_version,
     version_in_file,
 )
-from gpustack_operator.device_manager.detector.pci import SYSFS, normalize_bus_id
+from gpustack_operator.device_manager.detector.pci import SYSFS, bus_name, normalize_bus_id
 from gpustack_operator.device_manager.model import Card, Metrics
 
 if TYPE_CHECKING:
@@ -87,13 +87,12 @@ def driver_module_version(sysfs: Path = SYSFS) -> str:
 
 def dtk_version(root: Path = Path("/"), environ: Mapping[str, str] = os.environ) -> str:
     """The DTK's version (`24.04.3`) from `.info/version` in `$ROCM_PATH` or the default DTK home."""
-    configured = environ.get("ROCM_PATH") or environ.get("ROCM_HOME") or ""
-    homes = [Path(configured)] if configured else []
-    for home in [*homes, *(root / home for home in DTK_HOMES)]:
-        version = version_in_file(home / ".info" / "version")
-        if version:
-            return version
-    return ""
+    return toolkit_version(
+        environ,
+        ("ROCM_PATH", "ROCM_HOME"),
+        [root / home for home in DTK_HOMES],
+        lambda home: version_in_file(home / ".info" / "version"),
+    )
 
 
 def _open_rocm_smi() -> RocmSmi:

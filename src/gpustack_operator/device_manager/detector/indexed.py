@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol, TypeVar
 
-from gpustack_operator.device_manager.detector.pci import PciDevice, normalize_bus_id, with_topology
+from gpustack_operator.device_manager.detector.pci import PciDevice, bus_name, normalize_bus_id, with_topology
 from gpustack_operator.device_manager.detector.vendor import CallError, LibraryUnavailableError
 from gpustack_operator.device_manager.model import Card, Metrics
 
@@ -237,8 +237,3 @@ class IndexedDetector:
             except (CallError, ValueError, OverflowError) as exc:
                 log.debug("%s cannot read %s card %s: %s", self._label, self.manufacturer, index, exc)
         return readings
-
-
-def bus_name(bus_id: str) -> str:
-    """The ID PCI facts give a card at ``bus_id``; a card whose library gives no UUID is named so too."""
-    return "pci-" + bus_id.replace(":", "-")

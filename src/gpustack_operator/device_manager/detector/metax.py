@@ -18,14 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from gpustack_operator.device_manager.detector.amd import drm_card_minor
-from gpustack_operator.device_manager.detector.ascend import brief_version
-from gpustack_operator.device_manager.detector.indexed import (
-    MAX_MEMORY_MIB,
-    Checks,
-    IndexedDetector,
-    bus_name,
-)
-from gpustack_operator.device_manager.detector.pci import SYSFS, normalize_bus_id
+from gpustack_operator.device_manager.detector.indexed import MAX_MEMORY_MIB, Checks, IndexedDetector
+from gpustack_operator.device_manager.detector.native import brief_version
+from gpustack_operator.device_manager.detector.pci import SYSFS, bus_name, normalize_bus_id
 from gpustack_operator.device_manager.model import Card, Metrics
 
 if TYPE_CHECKING:

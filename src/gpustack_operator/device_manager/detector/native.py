@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -48,9 +48,20 @@ def brief_version(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def bus_name(bus_id: str) -> str:
-    """The UUID of a card whose library gives none: its bus address, as PCI facts name it."""
-    return "pci-" + bus_id.replace(":", "-")
+def toolkit_version(
+    environ: Mapping[str, str],
+    variables: Sequence[str],
+    defaults: Iterable[Path],
+    read: Callable[[Path], str],
+) -> str:
+    """A vendor toolkit's version: ``read(home)`` of the home named by the first of ``variables`` set in
+    ``environ``, else of each default home in turn; "" when none gives one."""
+    configured = next((environ[name] for name in variables if environ.get(name)), "")
+    for home in [*([Path(configured)] if configured else []), *defaults]:
+        version = read(home)
+        if version:
+            return version
+    return ""
 
 
 def version_in_file(path: Path) -> str:

@@ -158,13 +158,18 @@ def with_topology(card: Card, device: PciDevice | None) -> Card:
     )
 
 
+def bus_name(bus_id: str) -> str:
+    """The ID PCI facts give a card at ``bus_id``; a card whose library gives no UUID is named so too."""
+    return "pci-" + bus_id.replace(":", "-")
+
+
 def pci_card(manufacturer: str, device: PciDevice, index: int, reason: str, healthy: bool = True) -> Card:
     """A card known only from the bus: no VRAM, versions or UUID, not sliceable; ``reason`` says why."""
     return Card(
         manufacturer=manufacturer,
         product=_product(device),
         memory_mib=0,
-        uuid="pci-" + device.address.replace(":", "-"),
+        uuid=bus_name(device.address),
         index=index,
         pci_bus_id=device.address,
         pci_class=device.pci_class,
