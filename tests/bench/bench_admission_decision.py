@@ -162,18 +162,23 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+async def pool(kube: Client, nodes: int, seed: int) -> dict[str, str]:
+    """`nodes` Devices ledgers filled at random (seeded) and the ResourceFlavor FLAVOR selecting them;
+    returns the flavor's node labels."""
+    fleet_ = fleet(nodes)
+    t0 = time.perf_counter()
+    labels = await write_ledgers(kube, fleet_, seed)
+    print(f"{nodes} Devices ledgers written in {time.perf_counter() - t0:.1f}s")
+    key = accelerator_key("nvidia", group_cards(cards(fleet_[0]))[0]["id"])
+    node_labels = {k: v for k, v in labels.items() if not k.startswith("acceleratable") or k.endswith(key)}
+    assert any(v == TRUE for v in node_labels.values()), node_labels
+    await kube.create(resources.RESOURCE_FLAVORS, flavor(node_labels))
+    return node_labels
+
+
 async def run(nodes: int, decisions: int, seed: int) -> None:
     async with control_only_sandbox("bad-") as box, await connect(box.kubeconfig) as kube:
-        fleet_ = fleet(nodes)
-        t0 = time.perf_counter()
-        labels = await write_ledgers(kube, fleet_, seed)
-        print(f"{nodes} Devices ledgers written in {time.perf_counter() - t0:.1f}s")
-        key = accelerator_key("nvidia", group_cards(cards(fleet_[0]))[0]["id"])
-        node_labels = {
-            k: v for k, v in labels.items() if not k.startswith("acceleratable") or k.endswith(key)
-        }
-        assert any(v == TRUE for v in node_labels.values()), node_labels
-        await kube.create(resources.RESOURCE_FLAVORS, flavor(node_labels))
+        node_labels = await pool(kube, nodes, seed)
 
         async with running_controllers(kube, [node_devices_admission_check.controller]) as manager:
             rec = manager.controllers[node_devices_admission_check.NAME].spec.reconciler

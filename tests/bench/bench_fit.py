@@ -28,8 +28,8 @@ import statistics
 import time
 from collections import deque
 
-from tests.bench.bench_admission_decision import FLAVOR, flavor, fleet, percentile, workload, write_ledgers
-from tests.bench.bench_chain import cards, control_only_sandbox
+from tests.bench.bench_admission_decision import FLAVOR, percentile, pool, workload
+from tests.bench.bench_chain import control_only_sandbox
 from tests.helpers import eventually
 from tests.integration.chain_support import running_controllers
 
@@ -37,11 +37,9 @@ from gpustack_operator.api.json import JSONObj
 from gpustack_operator.apiserver.registry.instancetypefit import pod_template
 from gpustack_operator.controllers import node_devices_admission_check
 from gpustack_operator.controllers.node_devices_admission_fit import AdmissionFit
-from gpustack_operator.device_manager.grouping import group_cards
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import connect
 from gpustack_operator.rules.cards import CARD_UNITS
-from gpustack_operator.rules.naming.groups import accelerator_key
 
 QUEUE = "bench-fit"
 GOAL_P99_MS = 50.0
@@ -102,15 +100,7 @@ def measure(
 
 async def run(nodes: int, rounds: int, seed: int) -> None:
     async with control_only_sandbox("bfit-") as box, await connect(box.kubeconfig) as kube:
-        fleet_ = fleet(nodes)
-        t0 = time.perf_counter()
-        labels = await write_ledgers(kube, fleet_, seed)
-        print(f"{nodes} Devices ledgers written in {time.perf_counter() - t0:.1f}s")
-        key = accelerator_key("nvidia", group_cards(cards(fleet_[0]))[0]["id"])
-        node_labels = {
-            k: v for k, v in labels.items() if not k.startswith("acceleratable") or k.endswith(key)
-        }
-        await kube.create(resources.RESOURCE_FLAVORS, flavor(node_labels))
+        await pool(kube, nodes, seed)
         await kube.create(resources.CLUSTER_QUEUES, cluster_queue(nodes))
         async with running_controllers(kube, [node_devices_admission_check.controller]) as manager:
             rec = manager.controllers[node_devices_admission_check.NAME].spec.reconciler
