@@ -228,6 +228,24 @@ async def test_the_worker_times_every_review_by_webhook_and_outcome(
     assert f'gpustack_webhook_latency_seconds_bucket{{le="0.1",outcome="allowed",webhook="{mutate}"}}' in text
 
 
+async def test_a_queued_pod_asking_for_no_accelerator_is_not_sent_to_us(
+    kubectl: Kubectl, served: Served, card_type: str, kueue_namespace: str
+) -> None:
+    """kube-apiserver's matchCondition keeps CPU-only Pods off our webhooks (no round trip for them), while
+    a Pod with CPU beside a slice is still reviewed and folded."""
+    before = reviews(await served.worker.metrics())
+    cpu_only, err = await create(kubectl, queued_pod(kueue_namespace, card_type, {"cpu": "1"}))
+    assert cpu_only is not None, err
+    assert reviews(await served.worker.metrics()) == before
+    sliced, err = await create(
+        kubectl, queued_pod(kueue_namespace, card_type, {"cpu": "1", SLICED: "1", MEM_PCT: "20"})
+    )
+    assert sliced is not None, err
+    assert sliced["spec"]["containers"][0]["resources"]["requests"][UNITS] == "320k"
+    after = reviews(await served.worker.metrics())
+    assert sum(after.values()) - sum(before.values()) == 2
+
+
 async def test_memory_mib_without_an_instance_type_behind_the_queue_is_refused(
     kubectl: Kubectl, served: Served, kueue_namespace: str
 ) -> None:

@@ -27,6 +27,7 @@ from gpustack_operator.device_manager.simulated import SimulatedBackend
 from gpustack_operator.kube.client import connect
 from gpustack_operator.kube.errors import KubeConfigError
 from gpustack_operator.rules.capacity.nodes import sliced_capacities
+from gpustack_operator.rules.environ import DEFAULT_ENVIRON
 from gpustack_operator.rules.naming.labels import construct_acceleratable_node_labels
 from gpustack_operator.rules.naming.manufacturers import ManufacturerConfigError, known_manufacturers
 from gpustack_operator.rules.naming.manufacturers import manufacturer as lookup_manufacturer
@@ -199,6 +200,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except (ValueError, DetectionError, EnvironmentValueError, ManufacturerConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    DEFAULT_ENVIRON.freeze()  # validated above; a DaemonSet Pod's environment cannot change
     try:
         return asyncio.run(serve_module.serve(options, backend))
     except KubeConfigError as exc:

@@ -16,6 +16,7 @@ from pathlib import Path
 from gpustack_operator.apiserver.aggregated import AggregationOptions
 from gpustack_operator.apiserver.health import parse_address
 from gpustack_operator.kube.errors import KubeConfigError
+from gpustack_operator.rules.environ import DEFAULT_ENVIRON
 from gpustack_operator.runtime import logs
 from gpustack_operator.settings.admission import parse_bool
 from gpustack_operator.settings.catalog import SettingsEnvironmentError, initial_values
@@ -236,6 +237,7 @@ def _run(args: argparse.Namespace) -> int:
         owner_cluster_role=args.owner_cluster_role,
         kueue_config_maps=tuple(args.kueue_config_map or (KueueConfigMap(),)),
     )
+    DEFAULT_ENVIRON.freeze()  # validated above; a Pod's environment cannot change under it
     try:
         return asyncio.run(run(options, environment, settings))
     except KubeConfigError as e:

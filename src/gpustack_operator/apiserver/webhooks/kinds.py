@@ -16,7 +16,7 @@ from gpustack_operator.api.field import FieldError
 from gpustack_operator.api.keys import KUEUE_QUEUE_NAME_LABEL
 from gpustack_operator.apiserver.status import invalid
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
-from gpustack_operator.apiserver.webhooks.pod import PodHooks
+from gpustack_operator.apiserver.webhooks.pod import PodHooks, card_request_condition
 from gpustack_operator.apiserver.webhooks.review import Review, Verdict
 from gpustack_operator.apiserver.webhooks.server import Rule, Webhook
 from gpustack_operator.kube import resources
@@ -139,6 +139,8 @@ def worker_webhooks(lookups: Lookups, system_namespace: str) -> list[Webhook]:
         Webhook(_rule(resources.INSTANCE_TYPES, CREATE_UPDATE), False, types.validate),
         Webhook(_rule(resources.INSTANCES, CREATE_UPDATE), True, instances.mutate),
         Webhook(_rule(resources.INSTANCES, CREATE_UPDATE), False, instances.validate),
-        Webhook(pod_rule, True, pods.mutate, name_prefix=POD_NAME_PREFIX, object_selector=queued),
-        Webhook(pod_rule, False, pods.validate, name_prefix=POD_NAME_PREFIX, object_selector=queued),
+        *(
+            Webhook(pod_rule, mutating, hook, POD_NAME_PREFIX, queued, (card_request_condition(),))
+            for mutating, hook in ((True, pods.mutate), (False, pods.validate))
+        ),
     ]

@@ -16,7 +16,7 @@ pure (rules.slicing.pods); this module reads the Pod, finds the VRAM and shapes 
 
 from __future__ import annotations
 
-import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +31,7 @@ from gpustack_operator.apiserver.webhooks.review import Review, Verdict
 from gpustack_operator.rules.capacity.credits import quantity_to_mib
 from gpustack_operator.rules.cards import SliceUnitsError
 from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ
+from gpustack_operator.rules.naming.resources import acceleratable_bases
 from gpustack_operator.rules.slicing.pods import (
     mixed_modes_problem,
     needs_card_memory,
@@ -40,7 +41,7 @@ from gpustack_operator.rules.slicing.pods import (
     sliced_problems,
 )
 
-__all__ = ["PodHooks"]
+__all__ = ["PodHooks", "card_request_condition"]
 
 _SECTIONS = ("requests", "limits")
 
@@ -83,6 +84,44 @@ def _resources(container: Mapping[str, Any], path: str) -> dict[str, Quantity]:
     return merged
 
 
+def _set_resources(index: int, container: Mapping[str, Any], values: Mapping[str, str]) -> list[JSONObj]:
+    """JSON patch operations setting `values` in the requests and limits of container `index`.
+
+    The fold knows what it sets, so it says so: diffing the whole Pod (jsonpatch) cost 0.25 ms per review,
+    the largest part of the webhook's CPU. `add` of an object member replaces it when present (RFC 6902),
+    and a section is written whole, with the container's other resources in it."""
+    at = f"/spec/containers/{index}/resources"
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return [{"op": "add", "path": at, "value": {section: dict(values) for section in _SECTIONS}}]
+    patch: list[JSONObj] = []
+    for section in _SECTIONS:
+        present = resources.get(section)
+        value = {**present, **values} if isinstance(present, dict) else dict(values)
+        patch.append({"op": "add", "path": f"{at}/{section}", "value": value})
+    return patch
+
+
+def card_request_condition(environ: Environ = DEFAULT_ENVIRON) -> JSONObj:
+    """The Pod webhooks' matchCondition (CEL, evaluated in kube-apiserver): a container's requests or
+    limits name a known accelerator base or one of its resources (`<base>` or `<base>.…`).
+
+    Both hooks act only on such names, so a queued CPU-only Pod skips two webhook round trips, decided
+    without leaving kube-apiserver. The test is a superset of what the hooks read: a name that merely starts
+    with a base is sent and left alone."""
+    names = " || ".join(
+        f"k == {json.dumps(base)} || k.startsWith({json.dumps(base + '.')})"
+        for base in sorted(acceleratable_bases(environ))
+    )
+    sections = " || ".join(
+        f"(has(c.resources.{section}) && c.resources.{section}.exists(k, {names}))" for section in _SECTIONS
+    )
+    return {
+        "name": "asks-for-accelerators",
+        "expression": f"object.spec.containers.exists(c, has(c.resources) && ({sections}))",
+    }
+
+
 def _refusal(review: Review, errors: list[FieldError]) -> Verdict:
     name = review.name or str(((review.object or {}).get("metadata") or {}).get("generateName") or "")
     return Verdict.deny(invalid("Pod", "", name, errors))
@@ -99,10 +138,11 @@ class PodHooks:
         pod = review.object
         if pod is None:
             return Verdict.allow()
-        mutated: JSONObj | None = None
+        patch: list[JSONObj] = []
         try:
             for index, path, container in _containers(pod):
                 resources = _resources(container, path)
+                folded: dict[str, str] = {}
                 for base in sliced_bases(resources, self.environ):
                     card = (
                         await self._card_memory(pod, path, base)
@@ -115,19 +155,13 @@ class PodHooks:
                         raise _RefusedError(
                             [field.invalid(f"{path}.resources", f"{base}.sliced", str(err))]
                         ) from None
-                    if mutated is None:
-                        mutated = copy.deepcopy(pod)
-                    target = mutated["spec"]["containers"][index]
-                    sections = target.setdefault("resources", {})
-                    for section in _SECTIONS:
-                        values = sections.get(section)
-                        if not isinstance(values, dict):
-                            values = sections[section] = {}
-                        values.update({name: str(q) for name, q in defaults.items()})
+                    folded.update({name: str(q) for name, q in defaults.items()})
                     resources.update(defaults)
+                if folded:
+                    patch += _set_resources(index, container, folded)
         except _RefusedError as refused:
             return _refusal(review, refused.errors)
-        return Verdict.allow(mutated)
+        return Verdict.allow(patch=patch) if patch else Verdict.allow()
 
     async def _card_memory(self, pod: Mapping[str, Any], path: str, base: str) -> int | None:
         """The per-card VRAM (MiB) of the InstanceType the Pod queues for; refuses when it is not one type."""

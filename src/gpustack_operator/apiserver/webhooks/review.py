@@ -3,8 +3,9 @@
 Why this module exists: every webhook shares the same envelope. A request is read into `Review` (a
 malformed one is a `ReviewError` naming what is wrong, answered 400 and never a crash); a webhook answers
 a `Verdict`: allowed, optionally with the mutated object, which jsonpatch turns here into the RFC 6902 JSON
-patch kube-apiserver applies, or denied with a Kubernetes Status (a 422 with field causes reads in
-kubectl exactly like a built-in kind's refusal, prefixed by kube-apiserver with the webhook's name).
+patch kube-apiserver applies (or with the operations themselves, from a hook that knows what it
+changes), or denied with a Kubernetes Status (a 422 with field causes reads in kubectl exactly like a
+built-in kind's refusal, prefixed by kube-apiserver with the webhook's name).
 Pure apart from the Status type: no I/O.
 """
 
@@ -57,10 +58,17 @@ class Verdict:
     mutated: JSONObj | None = None
     status: StatusError | None = None
     warnings: Sequence[str] = field(default_factory=tuple)
+    patch: Sequence[JSONObj] | None = None
+    """RFC 6902 operations a hook that knows what it changes gives instead of the `mutated` object."""
 
     @classmethod
-    def allow(cls, mutated: JSONObj | None = None, warnings: Sequence[str] = ()) -> Verdict:
-        return cls(True, mutated=mutated, warnings=tuple(warnings))
+    def allow(
+        cls,
+        mutated: JSONObj | None = None,
+        warnings: Sequence[str] = (),
+        patch: Sequence[JSONObj] | None = None,
+    ) -> Verdict:
+        return cls(True, mutated=mutated, warnings=tuple(warnings), patch=patch)
 
     @classmethod
     def deny(cls, status: StatusError, warnings: Sequence[str] = ()) -> Verdict:
@@ -139,11 +147,14 @@ def json_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[JSONObj]:
 def answer(review: Review, verdict: Verdict) -> JSONObj:
     """The AdmissionReview response for `verdict`."""
     response: JSONObj = {"uid": review.uid, "allowed": verdict.allowed}
-    if verdict.allowed and verdict.mutated is not None and review.object is not None:
+    ops: Sequence[JSONObj] = ()
+    if verdict.allowed and verdict.patch is not None:
+        ops = verdict.patch
+    elif verdict.allowed and verdict.mutated is not None and review.object is not None:
         ops = json_patch(review.object, verdict.mutated)
-        if ops:
-            response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
+    if ops:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(list(ops)).encode()).decode()
     if not verdict.allowed and verdict.status is not None:
         response["status"] = verdict.status.body()
     if verdict.warnings:

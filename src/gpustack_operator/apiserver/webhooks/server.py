@@ -80,6 +80,8 @@ class Webhook:
     hook: Hook
     name_prefix: str = ""
     object_selector: Mapping[str, Any] | None = None
+    match_conditions: Sequence[Mapping[str, str]] = ()
+    """CEL conditions kube-apiserver evaluates before calling us (all must hold)."""
 
     @property
     def _parts(self) -> tuple[str, str, str, str]:
@@ -114,6 +116,8 @@ class Webhook:
         }
         if self.object_selector is not None:
             entry["objectSelector"] = dict(self.object_selector)
+        if self.match_conditions:
+            entry["matchConditions"] = [dict(c) for c in self.match_conditions]
         if self.mutating:
             entry["reinvocationPolicy"] = "Never"
         return entry

@@ -9,10 +9,11 @@ with ``GPUSTACK_<MFR>_PCI_VENDOR_ID`` (``<vendor>`` or ``<class>_<vendor>``),
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Final
 
-from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ, env_text
+from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ, FrozenEnviron, env_text, frozen
 
 
 class ManufacturerConfigError(ValueError):
@@ -87,9 +88,20 @@ def _with_overrides(default: Manufacturer, environ: Environ) -> Manufacturer:
     )
 
 
-def manufacturers(environ: Environ = DEFAULT_ENVIRON) -> dict[str, Manufacturer]:
-    """Every known manufacturer by name, overrides from ``environ`` applied, in sorted order."""
+def _table(environ: Environ) -> dict[str, Manufacturer]:
     return {m.name: _with_overrides(m, environ) for m in sorted(_DEFAULTS, key=lambda m: m.name)}
+
+
+@functools.lru_cache(maxsize=8)
+def _frozen_table(environ: FrozenEnviron) -> dict[str, Manufacturer]:
+    return _table(environ)
+
+
+def manufacturers(environ: Environ = DEFAULT_ENVIRON) -> dict[str, Manufacturer]:
+    """Every known manufacturer by name, overrides from ``environ`` applied, in sorted order (computed
+    once per frozen environment, see rules.environ)."""
+    snapshot = frozen(environ)
+    return dict(_frozen_table(snapshot)) if snapshot is not None else _table(environ)
 
 
 def manufacturer(name: str, environ: Environ = DEFAULT_ENVIRON) -> Manufacturer | None:

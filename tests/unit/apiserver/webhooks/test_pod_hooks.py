@@ -12,6 +12,7 @@ from gpustack_operator.api.keys import QUEUE_ENTRANCE_LABEL
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.apiserver.webhooks.pod import PodHooks
 from gpustack_operator.apiserver.webhooks.review import Review
+from tests.unit.apiserver.webhooks.patched import patched
 from tests.unit.apiserver.webhooks.synced import Synced
 
 SLICED = {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "4096"}
@@ -31,13 +32,14 @@ def review(containers: list[Any]) -> Review:
 
 
 async def test_the_fold_lands_in_the_container_that_asked_even_after_a_malformed_entry() -> None:
-    verdict = await hooks().mutate(review([None, {"name": "main", "resources": {"limits": SLICED}}]))
+    asked = review([None, {"name": "main", "resources": {"limits": SLICED}}])
+    verdict = await hooks().mutate(asked)
     assert verdict.allowed
-    assert verdict.mutated is not None
-    main = verdict.mutated["spec"]["containers"][1]
+    stored = patched(asked, verdict)
+    main = stored["spec"]["containers"][1]
     assert main["resources"]["limits"]["nvidia.com/gpu.sliced.units"] == "160k"
     assert main["resources"]["requests"]["nvidia.com/gpu.sliced.units"] == "160k"
-    assert verdict.mutated["spec"]["containers"][0] is None
+    assert stored["spec"]["containers"][0] is None
 
 
 async def test_a_quantity_that_does_not_parse_is_a_422_naming_it() -> None:

@@ -26,6 +26,7 @@ from gpustack_operator.rules.slicing.pods import (
     sliced_bases,
     sliced_problems,
 )
+from tests.unit.apiserver.webhooks.patched import patched
 
 GPU = "nvidia.com/gpu"
 SLICED = f"{GPU}.sliced"
@@ -61,10 +62,11 @@ async def admit(
         "containers": [{"name": f"c{i}", "resources": {"limits": dict(c)}} for i, c in enumerate(containers)]
     }
     pod = {"metadata": {"labels": {KUEUE_QUEUE_NAME_LABEL: "q"}}, "spec": spec}
-    mutated = await hooks.mutate(Review("u", "CREATE", "", "v1", "Pod", "p", "ns", pod, None))
+    asked = Review("u", "CREATE", "", "v1", "Pod", "p", "ns", pod, None)
+    mutated = await hooks.mutate(asked)
     if not mutated.allowed:
         raise SliceUnitsError(mutated.status.message if mutated.status else "refused")
-    pod = mutated.mutated or pod
+    pod = patched(asked, mutated)
     checked = await hooks.validate(Review("u", "CREATE", "", "v1", "Pod", "p", "ns", pod, None))
     if not checked.allowed:
         raise ValueError(checked.status.message if checked.status else "refused")
