@@ -34,8 +34,10 @@ control-plane: $(STAMP)
 test: lint control-plane
 	$(BIN)/pytest -q
 
+# INVENTORY=all-vendors (or a file) picks the fake nodes of a sandbox not running yet.
 sandbox: control-plane
-	$(BIN)/gpustack-operator sandbox status >/dev/null 2>&1 || $(BIN)/gpustack-operator sandbox up
+	$(BIN)/gpustack-operator sandbox status >/dev/null 2>&1 || \
+		$(BIN)/gpustack-operator sandbox up $(if $(INVENTORY),--inventory $(INVENTORY))
 
 # The main job: the worker against the local sandbox (started first if it is not running).
 run: sandbox

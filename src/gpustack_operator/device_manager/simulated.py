@@ -1,8 +1,10 @@
 """Cards from an inventory file instead of hardware: the sandbox's fake GPU nodes, with injectable faults.
 
 The sandbox describes each fake node's GPUs in its inventory YAML (`nodes[].gpus[]`: manufacturer,
-product, count, memoryMiB; optionally cores, driverVersion, runtimeVersion, computeCapability, family).
-This backend turns the entry of one node into cards with stable UUIDs (derived from node name,
+product, count, memoryMiB; optionally cores, driverVersion, runtimeVersion, computeCapability, family,
+pciClass, and `unhealthy`: the positions in the entry, from 0, of cards the vendor library flags), the same
+facts every vendor's library gives the real backend. This backend turns the entry of one node into cards
+with stable UUIDs (derived from node name,
 manufacturer and index, so every restart and every test sees the same IDs), and lets tests make a card
 unhealthy or vanish, through the API below or a faults file that a running device manager re-reads on
 every detection: `{unhealthy: [uuid], missing: [uuid]}`. `unhealthy` stands for a card the vendor library
@@ -36,6 +38,8 @@ _OPTIONAL: Final = {
     "computeCapability": "compute_capability",
     "family": "family",
 }
+DEFAULT_PCI_CLASS: Final = "0302"
+"""A group's PCI class and subclass unless the inventory says (`pciClass`): a 3D controller."""
 
 
 def simulated_uuid(node: str, manufacturer: str, index: int) -> str:
@@ -91,8 +95,12 @@ def _cards(node: str, gpus: list[Mapping[str, Any]]) -> list[Card]:
     next_index: dict[str, int] = {}
     for gpu in gpus:
         mfr = str(gpu["manufacturer"]).lower()
-        extra = {attr: gpu[key] for key, attr in _OPTIONAL.items() if key in gpu}
-        for _ in range(int(gpu["count"])):
+        extra: dict[str, Any] = {attr: str(gpu[key]) for key, attr in _OPTIONAL.items() if key in gpu}
+        if "cores" in extra:
+            extra["cores"] = int(gpu["cores"])
+        unhealthy = {int(position) for position in gpu.get("unhealthy") or []}
+        pci_class = str(gpu.get("pciClass", DEFAULT_PCI_CLASS)).lower().ljust(6, "0")
+        for position in range(int(gpu["count"])):
             index = next_index.get(mfr, 0)
             next_index[mfr] = index + 1
             cards.append(
@@ -104,9 +112,10 @@ def _cards(node: str, gpus: list[Mapping[str, Any]]) -> list[Card]:
                     index=index,
                     minor=index,
                     pci_bus_id=f"0000:{0x18 + len(cards):02x}:00.0",
-                    pci_class="030200",
+                    pci_class=pci_class,
                     pci_root="0000:00",
                     numa_affinity="0",
+                    healthy=position not in unhealthy,
                     **extra,
                 )
             )
@@ -142,7 +151,7 @@ class SimulatedBackend:
             ) from exc
         faults = self.faults.merged(Faults.load(self.faults_file)) if self.faults_file else self.faults
         return [
-            replace(card, healthy=card.uuid not in faults.unhealthy)
+            replace(card, healthy=card.healthy and card.uuid not in faults.unhealthy)
             for card in cards
             if card.uuid not in faults.missing
         ]

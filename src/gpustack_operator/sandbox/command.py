@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler, Kueue, kwok and nfd-master "
             "on this machine (127.0.0.1 only), built from Go modules under tools/ and cached in "
             f"{build.CACHE_ROOT}. Fake nodes come from an inventory file "
-            f"(default: {inventory.DEFAULT_INVENTORY})."
+            f"(default: {inventory.DEFAULT_INVENTORY}; bundled: {', '.join(inventory.bundled())})."
         ),
     )
     parser.add_argument(
@@ -49,13 +49,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up = actions.add_parser("up", help="build what is missing, start the cluster, write a kubeconfig")
     up.add_argument(
         "--inventory",
-        type=Path,
+        type=_inventory,
         default=inventory.DEFAULT_INVENTORY,
-        help="inventory YAML of fake nodes (default: %(default)s)",
+        help="inventory YAML of fake nodes, or the name of a bundled one "
+        f"({', '.join(inventory.bundled())}: one node per manufacturer) (default: %(default)s)",
     )
     actions.add_parser("status", help="show each component's health")
     actions.add_parser("down", help="stop every process `up` started (by PID)")
     parser.set_defaults(func=run)
+
+
+def _inventory(text: str) -> Path:
+    try:
+        return inventory.resolve(text)
+    except inventory.InventoryError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,11 +103,12 @@ async def _run_async(args: argparse.Namespace) -> int:
         box = Sandbox(args.run_dir, inventory_file=args.inventory)
         await box.up()
         tools = link_kubectl(box.run_dir)
+        gpu_node = next((node.name for node in inventory.load(args.inventory) if node.gpus), "<node>")
         print(
             f"\nThe sandbox is up. Logs: {box.run_dir / 'logs'}\n"
             f"  export KUBECONFIG={box.kubeconfig} PATH={tools}:$PATH\n"
             "  kubectl get nodes\n"
-            "  kubectl describe node h100-0   # capacity and the labels nfd-master published\n"
+            f"  kubectl describe node {gpu_node}   # capacity and the labels nfd-master published\n"
             "  gpustack-operator sandbox status\n"
             "  gpustack-operator sandbox down"
         )

@@ -19,9 +19,15 @@ from gpustack_operator.rules.naming import manufacturers
 from gpustack_operator.sandbox.kwok import MANAGED_ANNOTATION
 
 DEFAULT_INVENTORY = Path(__file__).with_name("inventory.yaml")
+BUNDLED_DIR = Path(__file__).with_name("inventories")
+"""Inventories shipped with the package, named by file stem: `sandbox up --inventory all-vendors`."""
+ALL_VENDORS_INVENTORY = BUNDLED_DIR / "all-vendors.yaml"
+"""One node per manufacturer the operator supports, each card with every fact its library reports."""
 DEFAULT_PCI_CLASS = "0302"
 """PCI class of a GPU group unless the inventory says otherwise: 3D controller, as data-centre GPUs report."""
 _PCI_CLASS = re.compile(r"[0-9a-f]{4}")
+_TEXT_FACTS = ("driverVersion", "runtimeVersion", "computeCapability", "family")
+"""Optional GPU facts given as text."""
 
 
 class InventoryError(ValueError):
@@ -40,11 +46,21 @@ class CPU:
 
 @dataclass(frozen=True)
 class GPU:
+    """A group of identical cards, with the facts each vendor's library reports (the simulated backend
+    reads the same entry; see device_manager/simulated.py)."""
+
     manufacturer: str
     product: str
     count: int
     memory_mib: int
     pci_class: str = DEFAULT_PCI_CLASS
+    cores: int = 0
+    driver_version: str = ""
+    runtime_version: str = ""
+    compute_capability: str = ""
+    family: str = ""
+    unhealthy: tuple[int, ...] = ()
+    """Positions in the group (from 0) of the cards the vendor library flags unhealthy."""
 
 
 @dataclass(frozen=True)
@@ -79,12 +95,31 @@ def _parse_gpu(doc: dict[str, Any], where: str) -> GPU:
     pci_class = str(doc.get("pciClass", DEFAULT_PCI_CLASS)).lower()
     if not _PCI_CLASS.fullmatch(pci_class):
         raise InventoryError(f"{where}.pciClass: want 4 hex digits (class and subclass), got {pci_class!r}")
+    count = _positive_int(_require(doc, "count", where), f"{where}.count")
+    texts = {key: doc.get(key, "") for key in _TEXT_FACTS}
+    for key, value in texts.items():
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise InventoryError(f"{where}.{key}: want a string, got {value!r}")
+    unhealthy = doc.get("unhealthy") or []
+    if not isinstance(unhealthy, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < count for i in unhealthy
+    ):
+        raise InventoryError(
+            f"{where}.unhealthy: want a list of card positions 0..{count - 1}, got {unhealthy!r}"
+        )
+    cores = doc.get("cores", 0)
     return GPU(
         mfr,
         str(_require(doc, "product", where)),
-        _positive_int(_require(doc, "count", where), f"{where}.count"),
+        count,
         _positive_int(_require(doc, "memoryMiB", where), f"{where}.memoryMiB"),
         pci_class,
+        cores=_positive_int(cores, f"{where}.cores") if cores else 0,
+        driver_version=str(texts["driverVersion"]),
+        runtime_version=str(texts["runtimeVersion"]),
+        compute_capability=str(texts["computeCapability"]),
+        family=str(texts["family"]),
+        unhealthy=tuple(sorted(set(unhealthy))),
     )
 
 
@@ -110,6 +145,23 @@ def _parse_node(doc: dict[str, Any], index: int) -> InventoryNode:
         arch=str(doc.get("arch", "amd64")),
         gpus=gpus,
     )
+
+
+def bundled() -> dict[str, Path]:
+    """The inventories shipped with the package, by name."""
+    return {path.stem: path for path in sorted(BUNDLED_DIR.glob("*.yaml"))}
+
+
+def resolve(text: str) -> Path:
+    """An `--inventory` argument: a bundled inventory's name (`all-vendors`), else a file's path."""
+    found = bundled().get(text)
+    if found is not None and not Path(text).exists():
+        return found
+    path = Path(text)
+    if not path.is_file():
+        names = ", ".join(bundled())
+        raise InventoryError(f"no inventory file {text!r} (bundled inventories: {names})")
+    return path
 
 
 def load(path: Path = DEFAULT_INVENTORY) -> list[InventoryNode]:

@@ -9,6 +9,7 @@ import yaml
 
 from gpustack_operator.device_manager.model import DetectionError
 from gpustack_operator.device_manager.simulated import Faults, SimulatedBackend, simulated_uuid
+from gpustack_operator.rules.naming.manufacturers import manufacturers
 
 SANDBOX_INVENTORY = Path(__file__).parents[3] / "src/gpustack_operator/sandbox/inventory.yaml"
 
@@ -120,4 +121,39 @@ def test_metrics_show_idle_cards_with_their_health() -> None:
     assert [(r.healthy, r.memory_total_mib, r.utilization_percent) for r in readings[:2]] == [
         (False, 23028, 0),
         (True, 23028, 0),
+    ]
+
+
+def test_every_vendor_of_the_all_vendors_inventory_has_the_same_facts_its_library_reports() -> None:
+    path = Path(__file__).parents[3] / "src/gpustack_operator/sandbox/inventories/all-vendors.yaml"
+    doc = yaml.safe_load(path.read_text())
+    seen = {}
+    for node in doc["nodes"]:
+        for card in SimulatedBackend(path, node["name"]).detect():
+            seen[card.manufacturer] = card
+            assert card.memory_mib > 0, card
+            assert card.cores > 0, card
+            assert card.driver_version, card
+            assert card.runtime_version, card
+            assert card.healthy, card
+            assert not card.detail_missing, card
+    assert sorted(seen) == sorted(manufacturers())
+    assert (seen["ascend"].product, seen["ascend"].family, seen["ascend"].pci_class) == (
+        "Ascend910B2",
+        "910B",
+        "120000",
+    )
+
+
+def test_the_inventory_can_flag_cards_unhealthy_and_sets_their_pci_class(tmp_path: Path) -> None:
+    path = inventory(
+        tmp_path,
+        [{"manufacturer": "metax", "product": "MXC500", "count": 3, "memoryMiB": 65536, "pciClass": "0380",
+          "unhealthy": [1]}],
+    )  # fmt: skip
+    cards = SimulatedBackend(path, "gpu-0").detect()
+    assert [(c.index, c.healthy, c.pci_class) for c in cards] == [
+        (0, True, "038000"),
+        (1, False, "038000"),
+        (2, True, "038000"),
     ]

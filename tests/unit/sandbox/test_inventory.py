@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gpustack_operator.rules.naming import manufacturers
 from gpustack_operator.sandbox import inventory, nodeagents
 
 
@@ -66,6 +67,24 @@ def test_gpu_pci_class_defaults_to_3d_controller_and_ascend_is_a_processing_acce
         pytest.param("nodes: [", "cannot read inventory", id="not-yaml"),
         pytest.param(
             "nodes:\n- {name: a, cpu: {cores: 1},\n"
+            "   gpus: [{manufacturer: nvidia, product: x, count: 2, memoryMiB: 1, unhealthy: [2]}]}",
+            "gpus[0].unhealthy: want a list of card positions 0..1",
+            id="unhealthy-past-the-group",
+        ),
+        pytest.param(
+            "nodes:\n- {name: a, cpu: {cores: 1},\n"
+            "   gpus: [{manufacturer: nvidia, product: x, count: 1, memoryMiB: 1, cores: -4}]}",
+            "gpus[0].cores: must be a positive integer",
+            id="negative-cores",
+        ),
+        pytest.param(
+            "nodes:\n- {name: a, cpu: {cores: 1},\n"
+            "   gpus: [{manufacturer: nvidia, product: x, count: 1, memoryMiB: 1, runtimeVersion: [12]}]}",
+            "gpus[0].runtimeVersion: want a string",
+            id="list-for-a-version",
+        ),
+        pytest.param(
+            "nodes:\n- {name: a, cpu: {cores: 1},\n"
             "   gpus: [{manufacturer: nvidia, product: x, count: 1, memoryMiB: 1, pciClass: 3d}]}",
             "pciClass: want 4 hex digits",
             id="bad-pci-class",
@@ -84,3 +103,21 @@ def test_a_run_dir_too_deep_for_plugin_sockets_is_refused_before_anything_starts
     problem = nodeagents.socket_path_problem(tmp_path / ("x" * 80), nodes)
     assert problem is not None
     assert "choose a shorter --run-dir" in problem
+
+
+def test_the_all_vendors_inventory_is_bundled_and_has_one_gpu_node_per_manufacturer(tmp_path: Path) -> None:
+    assert inventory.resolve("all-vendors") == inventory.ALL_VENDORS_INVENTORY
+    nodes = inventory.load(inventory.resolve("all-vendors"))
+    makers = [gpu.manufacturer for node in nodes for gpu in node.gpus]
+    assert sorted(makers) == sorted(manufacturers.manufacturers())
+    ascend = next(gpu for node in nodes for gpu in node.gpus if gpu.manufacturer == "ascend")
+    assert (ascend.product, ascend.memory_mib, ascend.family, ascend.runtime_version) == (
+        "Ascend910B2",
+        65536,
+        "910B",
+        "8.0.RC3",
+    )
+    own = write(tmp_path, "nodes: []")
+    assert inventory.resolve(str(own)) == own
+    with pytest.raises(inventory.InventoryError, match="bundled inventories: all-vendors"):
+        inventory.resolve("no-such-inventory")

@@ -44,6 +44,12 @@ class AllocatedCard:
     def key(self) -> tuple[str, str]:
         return self.group, self.uuid
 
+    @property
+    def node_index(self) -> int:
+        """The record keeps the library's index only; the driver's number is the inventory's
+        (`Planner.mirror` names a card it still has by its `CardInfo`)."""
+        return self.index
+
 
 @dataclass(frozen=True)
 class ContainerAllocation:

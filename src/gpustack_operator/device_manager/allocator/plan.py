@@ -267,7 +267,13 @@ class Planner:
             for card in allocs[name].cards:
                 if card.manufacturer == resource.manufacturer:
                     held.setdefault(card.key, card)
-        response = responses.visibility_response(resource.manufacturer, list(held.values()))
+        known = {
+            (card.manufacturer, card.uuid): card
+            for inventory in self.inventories.values()
+            for card in inventory.cards()
+        }
+        named = [known.get((card.manufacturer, card.uuid), card) for card in held.values()]
+        response = responses.visibility_response(resource.manufacturer, named)
         return Plan(best.pod, best.container, None, response, tier=best.tier)
 
 

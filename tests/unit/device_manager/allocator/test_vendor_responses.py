@@ -185,6 +185,40 @@ async def test_ascend_exclusive_is_the_visible_devices_env_alone(
     )
 
 
+async def test_ascend_names_an_npu_by_its_dcmi_physical_id_not_its_logic_id_in_every_mode(
+    cluster: FakeCluster, tmp_path: Path
+) -> None:
+    """DCMI numbers NPUs twice: the logic ID (our index) and the physical ID, the N of `/dev/davinciN`
+    (`physicalIndexes`). The Ascend docker runtime mounts `/dev/davinci<N>` for each N of
+    ASCEND_VISIBLE_DEVICES and vcann-rt opens the NPU its `physical-npu-id` names, so both must carry the
+    physical ID: on a host where NPUs 0 and 1 dropped out of the logic numbering, logic 1 is physical 3,
+    and logic ID 1 would hand the container another NPU (or none)."""
+    npus = group(gid="910b2", manufacturer="ascend", count=2, memory=65536, runtime="8.0.RC3", max_slices=63)
+    for accelerator, physical in zip(npus["accelerators"], (2, 3), strict=True):
+        accelerator["physicalIndexes"] = [physical]
+    allocator = make_allocator(cluster, tmp_path, Inventory("ascend", [npus]))
+    visibility = ResourceSpec(
+        "device.gpustack.ai/ascend.visibility", "ascend", DeviceAllocationMode.VISIBILITY
+    )
+    cluster.add(
+        pod("whole", container("main", {"huawei.com/npu": "1"}), minute=1),
+        pod(
+            "ssh",
+            npu_slice(cores="40", pct="50"),
+            container("sshd", {"device.gpustack.ai/ascend.visibility": "1"}),
+            uid="uid-ssh",
+            minute=2,
+        ),
+    )
+    whole = await allocator.allocate(resource("ascend", EXCLUSIVE), [device_id(0, gid="910b2")])
+    sliced = await allocator.allocate(resource("ascend", SLICED), [device_id(1, 5, gid="910b2")])
+    sidecar = await allocator.allocate(visibility, [device_id(1, 7, gid="910b2")])
+    assert whole.envs == {"ASCEND_VISIBLE_DEVICES": "2"}
+    assert sliced.envs["ASCEND_VISIBLE_DEVICES"] == sidecar.envs["ASCEND_VISIBLE_DEVICES"] == "3"
+    config = config_of(tmp_path, "uid-ssh")
+    assert (config["physical-npu-id"], config["aicore-quota"], config["memory-quota"]) == ("3", "40", "32768")
+
+
 def npu_slice(cores: str = "30", pct: str = "25", env: tuple[str, ...] = ()) -> dict[str, Any]:
     limits = {
         "huawei.com/npu.sliced": "1",

@@ -1,7 +1,11 @@
 """Ascend NPU: ASCEND_VISIBLE_DEVICES in every mode, and for a slice the vcann-rt runtime (contract §8).
 
 The Ascend docker runtime turns the visible-devices variable into the NPU's device nodes and driver
-mounts. A slice additionally gets vcann-rt: `libvruntime.so`, preloaded into every process through
+mounts. Both it and vcann-rt's `physical-npu-id` name an NPU by DCMI's physical ID (`/dev/davinci<N>`,
+the card's `physicalIndexes`), not by its logic ID (our index): the two differ on a host where an NPU
+is missing from the logic numbering, and the logic ID would then hand the container another NPU.
+
+A slice additionally gets vcann-rt: `libvruntime.so`, preloaded into every process through
 /etc/ld.so.preload, enforces the quota of the `npu_info.config` it reads from /etc/enpu/vcann-rt/ - a
 share of the NPU's AI cores (`aicore-quota`, percent, from `.sliced.cores-percentage`) and a device
 memory cap (`memory-quota`, MiB, worked out as NVIDIA's VRAM cap). The config describes one physical
@@ -117,7 +121,7 @@ def respond(grant: Grant) -> Injection:
         )
     card, request = grant.cards[0], grant.sliced_request()
     quota = NpuQuota(
-        card.index,
+        card.node_index,
         request.cores_percentage,
         request.memory_limit_mib(card.memory_mib),
         card.uuid.replace(" ", "-"),

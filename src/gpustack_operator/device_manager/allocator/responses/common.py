@@ -7,7 +7,9 @@ allocator runs once the allocation is recorded, outside the node lock. Exclusive
 and the sliced containers of vendors without a slicing runtime here, get the vendor's visible-devices
 variable, which its container toolkit (nvidia-container-toolkit, the Ascend docker runtime, ...) turns
 into device nodes and driver mounts; vendors whose cards are reached through plain device nodes get
-those nodes in the response as well (contract §8). NVIDIA names cards by UUID, the other toolkits by
+those nodes in the response as well (contract §8). NVIDIA names cards by UUID; the Ascend docker
+runtime by the driver's own number, DCMI's physical ID (the N of the `/dev/davinciN` it mounts, which is
+not DCMI's logic ID, our index, once any NPU is missing from the logic numbering); the other toolkits by
 the vendor library's index. The SSH sidecar gets the variable alone: it enters the main container's
 namespaces, holds nothing, and needs no grant of its own.
 """
@@ -41,6 +43,8 @@ VISIBLE_DEVICES_ENV: Final = {
     "thead": "THEAD_VISIBLE_DEVICES",
 }
 BY_UUID: Final = frozenset({"nvidia"})
+BY_DRIVER_NUMBER: Final = frozenset({"ascend"})
+"""Toolkits that name a card by the driver's number for it (`physicalIndexes`), not the library's index."""
 
 
 class Named(Protocol):
@@ -51,6 +55,9 @@ class Named(Protocol):
 
     @property
     def index(self) -> int: ...
+
+    @property
+    def node_index(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,10 @@ def visible_devices(manufacturer: str, cards: Sequence[Named]) -> dict[str, str]
     """`{<VENDOR>_VISIBLE_DEVICES: "<id>,<id>"}` for the distinct cards, in the order given."""
     names: list[str] = []
     for card in cards:
-        name = card.uuid if manufacturer in BY_UUID else str(card.index)
+        if manufacturer in BY_UUID:
+            name = card.uuid
+        else:
+            name = str(card.node_index if manufacturer in BY_DRIVER_NUMBER else card.index)
         if name not in names:
             names.append(name)
     return {visible_devices_env(manufacturer): ",".join(names)}
