@@ -41,7 +41,7 @@ def _reader(ixml: Ixml) -> BindingReader:
         ixml,
         ixml.health_ok,
         driver=checks.attempt(ixml.driver_version, default=""),
-        runtime=runtime_version(checks.attempt(ixml.cuda_driver_version, default=0)),
+        runtime=runtime_version(checks.attempt(ixml.runtime_driver_version, default=0)),
         minor=ixml.minor,
         compute_capability=ixml.compute_capability,
     )
