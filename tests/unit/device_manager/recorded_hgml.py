@@ -3,8 +3,8 @@
 Each card is a T-Head PPU as HGML describes it: name, UUID, PCI address, cores, the HGGC compute
 capability, VRAM in bytes and device-memory ECC counters. No T-Head card or HGML output was available:
 names, sizes and version strings have the shape HGML's API gives, not a particular product's or
-machine's values. A card's handle is its index + 1 (the library's handles are opaque pointers, never
-NULL). The answers pass through ctypes' real marshalling (``clib.recorded_function``).
+machine's values. NVML's calls are answered as for every NVML-shaped library (``recorded_nvmlshape``),
+through ctypes' real marshalling.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 from gpustack_operator.device_manager.detector import hgml, nvmlshape
 from tests.unit.device_manager.recorded import SysfsDevice
-from tests.unit.device_manager.recorded_clib import OK, fill, library, put, put_text
+from tests.unit.device_manager.recorded_clib import OK, fill, put
+from tests.unit.device_manager.recorded_nvmlshape import record
 
-INVALID_ARGUMENT = 2
 NOT_SUPPORTED = nvmlshape.ERROR_NOT_SUPPORTED
 DRIVER_NOT_LOADED = hgml.ERROR_DRIVER_NOT_LOADED
 GPU_IS_LOST = hgml.ERROR_GPU_IS_LOST
@@ -66,32 +66,6 @@ def record_hgml(
 ) -> Any:
     """A recorded library answering for ``ppus`` in index order (``missing``: functions it lacks)."""
 
-    def on(name: str, answer: Callable[..., int]) -> Callable[..., int]:
-        def call(handle: int | None, *rest: Any) -> int:
-            if handle is None or not 1 <= handle <= len(ppus):
-                return INVALID_ARGUMENT
-            card = ppus[handle - 1]
-            code = card.errors.get(name, OK)
-            return code if code != OK else answer(card, *rest)
-
-        return call
-
-    def handle_by_index(index: int, out: Any) -> int:
-        if not 0 <= index < len(ppus):
-            return INVALID_ARGUMENT
-        code = ppus[index].errors.get("hgmlDeviceGetHandleByIndex_v2", OK)
-        return code if code != OK else put(out, index + 1)
-
-    def memory_v2(card: RecordedPpu, out: Any) -> int:
-        if out.contents.version != nvmlshape.MEMORY_V2:
-            return 25  # HGML_ERROR_ARGUMENT_VERSION_MISMATCH
-        free = card.memory_bytes - card.used_bytes
-        return fill(out, total=card.memory_bytes, used=card.used_bytes, free=free, reserved=0)
-
-    def pci(card: RecordedPpu, out: Any) -> int:
-        bus_id = f"00000000:{card.bus:02X}:00.0".encode()
-        return fill(out, busId=bus_id, busIdLegacy=bus_id[4:], domain=0, bus=card.bus, pciDeviceId=0x80001DED)
-
     def dram(card: RecordedPpu, kind: int, counter: int, location: int, out: Any) -> int:
         wanted = (hgml.MEMORY_ERROR_UNCORRECTED, hgml.VOLATILE_ECC, hgml.LOCATION_DRAM)
         return put(out, card.dram_uncorrected if (kind, counter, location) == wanted else 0)
@@ -100,37 +74,26 @@ def record_hgml(
         wanted = (hgml.MEMORY_ERROR_UNCORRECTED, hgml.VOLATILE_ECC)
         return put(out, card.total_uncorrected if (kind, counter) == wanted else 0)
 
-    def device(name: str, answer: Callable[..., int]) -> tuple[str, Callable[..., int]]:
-        return name, on(name, answer)
-
-    answers: dict[str, Callable[..., int]] = dict(
-        [
-            ("hgmlInitWithFlags", lambda flags: init),
-            ("hgmlSystemGetDriverVersion", lambda out, length: put_text(out, length, driver)),
-            ("hgmlSystemGetHggcDriverVersion", lambda out: put(out, hggc)),
-            ("hgmlDeviceGetCount_v2", lambda out: put(out, len(ppus) if count is None else count)),
-            ("hgmlDeviceGetHandleByIndex_v2", handle_by_index),
-            device("hgmlDeviceGetName", lambda card, out, length: put_text(out, length, card.name)),
-            device("hgmlDeviceGetUUID", lambda card, out, length: put_text(out, length, card.uuid)),
-            device("hgmlDeviceGetMinorNumber", lambda card, out: put(out, 0)),
-            device("hgmlDeviceGetNumGpuCores", lambda card, out: put(out, card.cores)),
-            device(
-                "hgmlDeviceGetHggcComputeCapability",
-                lambda card, major, minor: put(major, 8) or put(minor, 0),
-            ),
-            device("hgmlDeviceGetMemoryInfo_v2", memory_v2),
-            device(
-                "hgmlDeviceGetMemoryInfo",
-                lambda card, out: fill(out, total=card.memory_bytes, used=card.used_bytes, free=0),
-            ),
-            device("hgmlDeviceGetPciInfo_v3", pci),
-            device("hgmlDeviceGetMemoryErrorCounter", dram),
-            device("hgmlDeviceGetTotalEccErrors", total),
-            device("hgmlDeviceGetUtilizationRates", lambda card, out: fill(out, gpu=47, memory=12)),
-            device("hgmlDeviceGetTemperature", lambda card, sensor, out: put(out, 44)),
-        ]
+    vendor: dict[str, Callable[..., int]] = {
+        "hgmlDeviceGetMinorNumber": lambda card, out: put(out, 0),
+        "hgmlDeviceGetHggcComputeCapability": lambda card, major, minor: put(major, 8) or put(minor, 0),
+        "hgmlDeviceGetMemoryErrorCounter": dram,
+        "hgmlDeviceGetTotalEccErrors": total,
+        "hgmlDeviceGetUtilizationRates": lambda card, out: fill(out, gpu=47, memory=12),
+        "hgmlDeviceGetTemperature": lambda card, sensor, out: put(out, 44),
+    }
+    return record(
+        hgml.API,
+        hgml.PROTOTYPES,
+        ppus,
+        vendor,
+        driver=driver,
+        runtime=hggc,
+        init=init,
+        count=count,
+        pci_device_id=0x80001DED,
+        missing=missing,
     )
-    return library(hgml.PROTOTYPES, answers, missing)
 
 
 def opener(handle: Any) -> Callable[[], hgml.Hgml]:

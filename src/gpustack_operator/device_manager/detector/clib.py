@@ -5,7 +5,10 @@ The device manager's 60 MB budget leaves no room for a third-party binding packa
 detector costs 18 MB; see the README beside this file), and ctypes itself costs 0.25 MB, so each vendor
 gets a small binding of its own on this module: the library is found among the vendor's documented
 install paths, every function used is declared with its C prototype (so a wrong argument fails in
-Python, not in the library), and a non-zero return code becomes ``CallError`` with the code.
+Python, not in the library), and a non-zero return code becomes ``CallError`` with the code. A binding
+is a ``Binding`` subclass that says where its library lives, how it initialises and which prototypes it
+declares; ``Library`` reads the usual answers (an unsigned or signed int through a pointer, text into a
+caller's buffer, a query the driver may not offer) the same way for every vendor.
 
 Only a vendor's binding module imports this one, and only when that vendor's cards are on the bus, so
 a node pays for ctypes and for one vendor's library at most. Tests hand in a recorded library instead
@@ -21,7 +24,7 @@ from typing import Any, ClassVar, TypeVar
 
 from gpustack_operator.device_manager.detector.vendor import CallError, LibraryUnavailableError
 
-__all__ = ["Binding", "CallError", "Library", "Prototype", "load", "recorded_function", "text"]
+__all__ = ["Binding", "CallError", "Library", "Prototype", "load", "offered", "recorded_function", "text"]
 
 Prototype = tuple[Any, Sequence[Any]]
 """(restype, argtypes) of one C function, as its vendor header declares it."""
@@ -72,15 +75,8 @@ class Library:
         return hasattr(self._handle, name)
 
     def offered(self, unsupported: Collection[int | None], name: str, *args: Any) -> bool:
-        """Call ``name``; False when it answers one of ``unsupported`` (the query does not exist on this
-        driver or card, which says nothing against the card), CallError for any other failure."""
-        try:
-            self.call(name, *args)
-        except CallError as exc:
-            if exc.code in unsupported:
-                return False
-            raise
-        return True
+        """Call ``name``; False when it answers one of ``unsupported`` (see ``offered``)."""
+        return offered(unsupported, self.call, name, *args)
 
     def uint(self, name: str, *args: Any) -> int:
         """``name(*args, unsigned int *out)``'s answer."""
@@ -131,6 +127,18 @@ class Binding:
         binding = cls(handle if handle is not None else load(cls.library_paths(), cls.LABEL))
         binding.init()
         return binding
+
+
+def offered(unsupported: Collection[int | None], call: Callable[..., object], *args: Any) -> bool:
+    """``call(*args)``; False when it fails with one of the ``unsupported`` codes (the query does not exist
+    on this driver or card, which says nothing against the card), CallError for any other failure."""
+    try:
+        call(*args)
+    except CallError as exc:
+        if exc.code in unsupported:
+            return False
+        raise
+    return True
 
 
 def recorded_function(prototype: Prototype, answer: Callable[..., int]) -> Any:

@@ -31,8 +31,8 @@ from gpustack_operator.rules.naming.manufacturers import manufacturers as known_
 
 log = logging.getLogger(__name__)
 
-_INDEXED = (iluvatar, metax, mthreads, thead)
-"""Vendors read through ``indexed.IndexedDetector`` over our ctypes bindings (IXML, MXSML, MTML, HGML)."""
+_NATIVE = (ascend, cambricon, hygon, iluvatar, metax, mthreads, thead)
+"""Vendors read through ``native.NativeDetector`` over our own ctypes bindings."""
 
 
 def vendor_detectors() -> dict[str, VendorDetector]:
@@ -42,11 +42,8 @@ def vendor_detectors() -> dict[str, VendorDetector]:
     detectors: dict[str, VendorDetector] = {
         nvidia.MANUFACTURER: nvidia.NvmlDetector(),
         amd.MANUFACTURER: amd.AmdSmiDetector(),
-        ascend.MANUFACTURER: ascend.detector(),
-        cambricon.MANUFACTURER: cambricon.detector(),
-        hygon.MANUFACTURER: hygon.detector(),
     }
-    detectors.update({module.MANUFACTURER: module.detector() for module in _INDEXED})
+    detectors.update({module.MANUFACTURER: module.detector() for module in _NATIVE})
     return detectors
 
 

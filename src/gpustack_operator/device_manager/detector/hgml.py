@@ -55,7 +55,7 @@ class Hgml(NvmlShaped):
     def library_paths(cls) -> tuple[str, ...]:
         return library_paths()
 
-    def ecc_ok(self, index: int) -> bool | None:
+    def health(self, index: int) -> bool | None:
         """False when device memory reports volatile uncorrected errors (the DRAM counter, else the
         total); None when this driver or card counts none."""
         device, errors = self._device(index), c_ulonglong()

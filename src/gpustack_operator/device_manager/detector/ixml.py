@@ -53,7 +53,7 @@ class Ixml(NvmlShaped):
     def library_paths(cls) -> tuple[str, ...]:
         return library_paths()
 
-    def health_ok(self, index: int) -> bool | None:
+    def health(self, index: int) -> bool | None:
         """False when IXML reports any fault bit; None when this driver has no health query."""
         faults = c_longlong()
         if not self._lib.offered(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Final
 
 from gpustack_operator.device_manager.detector import clib
+from gpustack_operator.device_manager.detector.nvidia import runtime_version
 
 DRIVER_VERSION_LENGTH: Final = 80
 NAME_LENGTH: Final = 96
@@ -135,9 +136,9 @@ class NvmlShaped(clib.Binding):
     def driver_version(self) -> str:
         return self._lib.text(self.API("SystemGetDriverVersion"), DRIVER_VERSION_LENGTH)
 
-    def runtime_driver_version(self) -> int:
-        """The runtime version the driver implements, as NVML's integer (10020 for 10.2)."""
-        return self._lib.sint(self.API.runtime_version)
+    def runtime_version(self) -> str:
+        """The runtime version the driver implements, major.minor: NVML's integer (10020) as `10.2`."""
+        return runtime_version(self._lib.sint(self.API.runtime_version))
 
     def count(self) -> int:
         return self._lib.uint(self.API("DeviceGetCount_v2"))

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from gpustack_operator.device_manager.detector.indexed import BindingReader, Checks, IndexedDetector
-from gpustack_operator.device_manager.detector.nvidia import runtime_version
+from gpustack_operator.device_manager.detector.native import BindingDetector
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -34,18 +33,14 @@ def _open_hgml() -> Hgml:
     return Hgml.open()
 
 
-def _reader(hgml: Hgml) -> BindingReader:
-    checks = Checks(MANUFACTURER, LIBRARY)
-    return BindingReader(
-        checks,
-        hgml,
-        hgml.ecc_ok,
-        driver=checks.attempt(hgml.driver_version, default=""),
-        runtime=runtime_version(checks.attempt(hgml.runtime_driver_version, default=0)),
-        compute_capability=hgml.compute_capability,
-    )
+class TheadDetector(BindingDetector["Hgml"]):
+    manufacturer = MANUFACTURER
+    label = LIBRARY
+
+    def compute_capability(self, lib: Hgml, index: int) -> str:
+        return lib.compute_capability(index)
 
 
-def detector(open_library: Callable[[], Hgml] = _open_hgml) -> IndexedDetector:
+def detector(open_library: Callable[[], Hgml] = _open_hgml) -> TheadDetector:
     """The thead detector: HGML, loaded when the bus first shows a T-Head card."""
-    return IndexedDetector(MANUFACTURER, LIBRARY, lambda: _reader(open_library()))
+    return TheadDetector(open_library)
