@@ -187,3 +187,11 @@ def test_metrics_read_memory_use_busy_share_and_temperature() -> None:
         (m.index, m.healthy, m.memory_total_mib, m.memory_used_mib, m.utilization_percent, m.temperature_c)
         for m in readings
     ] == [(0, True, 98304, 640, 47, 44), (1, False, 98304, 640, 47, 44)]
+
+
+def test_a_library_that_can_read_no_card_sends_the_node_to_pci_facts(tmp_path: Path) -> None:
+    broken = [ppu(i, errors={"hgmlDeviceGetPciInfo_v3": UNKNOWN}) for i in range(8)]
+    cards = backend(tmp_path, record_hgml(broken)).detect()
+    assert len(cards) == 8, "every card on the bus is still reported"
+    assert all(c.detail_missing and c.healthy for c in cards)
+    assert "HGML lists 8 cards but cannot read any" in cards[0].detail_missing
