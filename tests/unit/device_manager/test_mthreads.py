@@ -11,7 +11,7 @@ import pytest
 
 from gpustack_operator.device_manager.detector import mthreads, mtml
 from gpustack_operator.device_manager.detector.hardware import HardwareBackend, vendor_detectors
-from gpustack_operator.device_manager.detector.indexed import IndexedDetector
+from gpustack_operator.device_manager.detector.native import IndexedDetector
 from gpustack_operator.device_manager.detector.vendor import LibraryUnavailableError
 from gpustack_operator.device_manager.grouping import group_cards
 from tests.unit.device_manager.recorded import SysfsDevice, build_sysfs

@@ -14,29 +14,28 @@ logically sliceable (vcann-rt: 63 slices, compute overcommitted, from the manufa
 
 from __future__ import annotations
 
-import logging
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from gpustack_operator.device_manager.detector.native import brief_version, toolkit_version
-from gpustack_operator.device_manager.detector.pci import PciDevice, bus_name, normalize_bus_id, with_topology
-from gpustack_operator.device_manager.detector.vendor import CallError, LibraryUnavailableError
+from gpustack_operator.device_manager.detector.native import (
+    NativeDetector,
+    NodeFacts,
+    brief_version,
+    toolkit_version,
+)
+from gpustack_operator.device_manager.detector.pci import bus_name, normalize_bus_id
 from gpustack_operator.device_manager.model import Card, Metrics
 
 if TYPE_CHECKING:
     from gpustack_operator.device_manager.detector.dcmi import Dcmi
 
-log = logging.getLogger(__name__)
-
 MANUFACTURER: Final = "ascend"
 LIBRARY: Final = "DCMI"
 MAJOR_ALARM: Final = 2
 HEALTH_STATES: Final = range(4)
-MAX_MEMORY_MIB: Final = 1 << 22
-"""4 TiB: no NPU has more; a larger answer is garbage, not memory."""
 MAX_AICORES: Final = 4096
 TOOLKIT_HOMES: Final = (
     "usr/local/Ascend/cann",
@@ -93,19 +92,13 @@ def _open_dcmi() -> Dcmi:
     return Dcmi.open()
 
 
-def _plausible(value: int, limit: int, what: str, where: str) -> int:
-    if 0 <= value <= limit:
-        return value
-    log.warning(
-        "DCMI answered %s=%s for ascend NPU %s, which cannot be right; reporting 0", what, value, where
-    )
-    return 0
-
-
-class AscendDetector:
-    """Reads every Ascend NPU through DCMI; the library is loaded on first use and kept open."""
+class AscendDetector(NativeDetector["Dcmi", "tuple[int, int]"]):
+    """Reads every Ascend NPU through DCMI; the library is loaded on first use and kept open. DCMI
+    addresses an NPU as (card ID, chip in card), MCUs and CPUs of a card left out."""
 
     manufacturer = MANUFACTURER
+    label = "Ascend DCMI"
+    noun = "NPU"
 
     def __init__(
         self,
@@ -113,122 +106,70 @@ class AscendDetector:
         root: Path = Path("/"),
         environ: Mapping[str, str] = os.environ,
     ) -> None:
-        self._open = open_library
+        super().__init__(open_library)
         self._root = root
         self._environ = environ
-        self._dcmi: Dcmi | None = None
 
-    def _library(self) -> Dcmi:
-        if self._dcmi is None:
-            try:
-                self._dcmi = self._open()
-            except CallError as exc:
-                raise LibraryUnavailableError(f"Ascend DCMI cannot be initialised: {exc}") from exc
-        return self._dcmi
+    def devices(self, lib: Dcmi) -> list[tuple[int, int]]:
+        return [(card, device) for card, device in lib.devices() if lib.is_npu(card, device)]
 
-    def _npus(self, dcmi: Dcmi) -> list[tuple[int, int]]:
-        try:
-            return [(card, device) for card, device in dcmi.devices() if dcmi.is_npu(card, device)]
-        except CallError as exc:
-            raise LibraryUnavailableError(f"Ascend DCMI cannot list the NPUs: {exc}") from exc
+    def where(self, device: tuple[int, int]) -> str:
+        return "card={} device={}".format(*device)
 
-    @staticmethod
-    def _try(call: Callable[..., T], *args: int, default: T) -> T:
-        try:
-            return call(*args)
-        except CallError as exc:
-            log.debug("DCMI: %s", exc)
-            return default
+    def node_facts(self, lib: Dcmi) -> NodeFacts:
+        driver = self.attempt(lib.driver_version, default="") or version_info(
+            self._root / DRIVER_VERSION_FILE
+        )
+        return NodeFacts(driver, brief_version(cann_version(self._root, self._environ)))
 
     def _uuid(self, dcmi: Dcmi, card: int, device: int, bus_id: str) -> str:
         """The SoC die; a chip whose die is unreadable is named by its bus address, as PCI facts name it."""
-        return self._try(dcmi.die, card, device, default=bus_name(bus_id))
+        return self.attempt(dcmi.die, card, device, default=bus_name(bus_id))
 
-    def _healthy(self, dcmi: Dcmi, card: int, device: int, where: str) -> bool:
-        try:
-            state = dcmi.health(card, device)
-        except CallError as exc:
-            log.warning(
-                "DCMI cannot read the health of ascend NPU %s (%s); reporting it unhealthy", where, exc
-            )
-            return False
+    def _healthy(self, dcmi: Dcmi, card: int, device: int) -> bool:
+        state = dcmi.health(card, device)
         if state is not None and state not in HEALTH_STATES:
-            log.warning(
-                "DCMI answered health %s for ascend NPU %s, not a state it defines; unhealthy", state, where
-            )
-            return False
-        ecc = self._try(dcmi.uncorrectable_ecc, card, device, default=0)
+            return self.undefined_health(state, self.where((card, device)))
+        ecc = self.attempt(dcmi.uncorrectable_ecc, card, device, default=0)
         return (state or 0) < MAJOR_ALARM and ecc == 0
 
-    def _card(self, dcmi: Dcmi, card: int, device: int, driver: str, runtime: str) -> Card:
-        where = f"card={card} device={device}"
-        chip_type, chip_name, cores = dcmi.chip(card, device)
-        logic = dcmi.logic_id(card, device)
-        bus_id = normalize_bus_id(dcmi.bus_id(card, device))
-        memory = self._try(dcmi.memory, card, device, default=None)
-        if memory is None:
-            log.warning("DCMI cannot read the memory of ascend NPU %s; reporting 0 MiB", where)
+    def read_card(self, lib: Dcmi, device: tuple[int, int], node: NodeFacts) -> Card:
+        card, chip = device
+        where = self.where(device)
+        chip_type, chip_name, cores = lib.chip(card, chip)
+        logic = lib.logic_id(card, chip)
+        bus_id = normalize_bus_id(lib.bus_id(card, chip))
+        memory = self.attempt(lib.memory, card, chip, default=None)
         return Card(
             manufacturer=MANUFACTURER,
             product=product_of(chip_type or "Ascend", chip_name),
-            memory_mib=_plausible(memory.total_mib if memory else 0, MAX_MEMORY_MIB, "memory MiB", where),
-            uuid=self._uuid(dcmi, card, device, bus_id),
+            memory_mib=self.memory_mib(memory.total_mib if memory else None, where),
+            uuid=self._uuid(lib, card, chip, bus_id),
             index=logic,
-            minor=dcmi.physical_id(logic),
+            minor=lib.physical_id(logic),
             pci_bus_id=bus_id,
-            cores=_plausible(cores, MAX_AICORES, "AI cores", where),
-            driver_version=driver,
-            runtime_version=runtime,
+            cores=self.plausible(cores, MAX_AICORES, "AI cores", where),
+            driver_version=node.driver_version,
+            runtime_version=node.runtime_version,
             family=family_of(chip_name),
-            healthy=self._healthy(dcmi, card, device, where),
+            healthy=self.checked_health(lambda: self._healthy(lib, card, chip), where),
         )
 
-    def _driver(self, dcmi: Dcmi) -> str:
-        return self._try(dcmi.driver_version, default="") or version_info(self._root / DRIVER_VERSION_FILE)
-
-    def cards(self, pci: Sequence[PciDevice]) -> list[Card]:
-        dcmi = self._library()
-        by_address = {device.address: device for device in pci}
-        driver = self._driver(dcmi)
-        runtime = brief_version(cann_version(self._root, self._environ))
-        cards = []
-        for card, device in self._npus(dcmi):
-            try:
-                found = self._card(dcmi, card, device, driver, runtime)
-            except (CallError, ValueError, OverflowError) as exc:
-                log.warning("DCMI cannot read ascend NPU card=%s device=%s: %s", card, device, exc)
-                continue
-            if found.pci_bus_id not in by_address:
-                log.warning(
-                    "DCMI places ascend NPU %s at %s, where the bus shows none", found.uuid, found.pci_bus_id
-                )
-            cards.append(with_topology(found, by_address.get(found.pci_bus_id)))
-        return cards
-
-    def metrics(self) -> list[Metrics]:
-        dcmi = self._library()
-        readings = []
-        for card, device in self._npus(dcmi):
-            try:
-                logic = dcmi.logic_id(card, device)
-                uuid = self._uuid(dcmi, card, device, normalize_bus_id(dcmi.bus_id(card, device)))
-            except CallError as exc:
-                log.debug("DCMI cannot read ascend NPU card=%s device=%s: %s", card, device, exc)
-                continue
-            memory = self._try(dcmi.memory, card, device, default=None)
-            readings.append(
-                Metrics(
-                    manufacturer=MANUFACTURER,
-                    uuid=uuid,
-                    index=logic,
-                    healthy=self._healthy(dcmi, card, device, f"card={card} device={device}"),
-                    memory_total_mib=memory.total_mib if memory else -1,
-                    memory_used_mib=memory.used_mib if memory else -1,
-                    utilization_percent=self._try(dcmi.aicore_utilization, card, device, default=-1),
-                    temperature_c=self._try(dcmi.temperature, card, device, default=-1),
-                )
-            )
-        return readings
+    def read_metrics(self, lib: Dcmi, device: tuple[int, int]) -> Metrics:
+        card, chip = device
+        logic = lib.logic_id(card, chip)
+        uuid = self._uuid(lib, card, chip, normalize_bus_id(lib.bus_id(card, chip)))
+        memory = self.attempt(lib.memory, card, chip, default=None)
+        return Metrics(
+            manufacturer=MANUFACTURER,
+            uuid=uuid,
+            index=logic,
+            healthy=self.checked_health(lambda: self._healthy(lib, card, chip), self.where(device)),
+            memory_total_mib=memory.total_mib if memory else -1,
+            memory_used_mib=memory.used_mib if memory else -1,
+            utilization_percent=self.attempt(lib.aicore_utilization, card, chip, default=-1),
+            temperature_c=self.attempt(lib.temperature, card, chip, default=-1),
+        )
 
 
 def detector() -> AscendDetector:

@@ -15,14 +15,13 @@ slices, compute partitioned); sliced containers get the whole card (no sMLU prof
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from gpustack_operator.device_manager.detector.native import (
-    NativeDetector,
+    IndexedDetector,
     NodeFacts,
     brief_version,
     toolkit_version,
@@ -34,12 +33,8 @@ from gpustack_operator.device_manager.model import Card, Metrics
 if TYPE_CHECKING:
     from gpustack_operator.device_manager.detector.cndev import Cndev
 
-log = logging.getLogger(__name__)
-
 MANUFACTURER: Final = "cambricon"
 LIBRARY: Final = "CNDev"
-MAX_MEMORY_MIB: Final = 1 << 22
-"""4 TiB: no MLU has more; a larger answer is garbage, not memory."""
 MAX_CORES: Final = 4096
 NEUWARE_HOME: Final = "usr/local/neuware"
 HEALTHY, IN_PROBLEM = 1, 0
@@ -58,7 +53,7 @@ def _open_cndev() -> Cndev:
     return Cndev.open()
 
 
-class CambriconDetector(NativeDetector["Cndev", int]):
+class CambriconDetector(IndexedDetector["Cndev"]):
     """Reads every MLU through CNDev; the library is loaded on first use and kept open."""
 
     manufacturer = MANUFACTURER
@@ -74,9 +69,6 @@ class CambriconDetector(NativeDetector["Cndev", int]):
         super().__init__(open_library)
         self._root = root
         self._environ = environ
-
-    def devices(self, lib: Cndev) -> list[int]:
-        return list(range(lib.count()))
 
     def node_facts(self, lib: Cndev) -> NodeFacts:
         return NodeFacts(runtime_version=brief_version(neuware_version(self._root, self._environ)))
@@ -94,12 +86,10 @@ class CambriconDetector(NativeDetector["Cndev", int]):
         handle = lib.handle(device)
         bus_id = normalize_bus_id(lib.bus_id(handle))
         memory = self.attempt(lib.memory, handle, default=None)
-        if memory is None:
-            log.warning("%s cannot read the memory of cambricon MLU %s; reporting 0 MiB", self.label, where)
         return Card(
             manufacturer=MANUFACTURER,
             product=self.attempt(lib.name, handle, default="") or "MLU",
-            memory_mib=self.plausible(memory.total_mib if memory else 0, MAX_MEMORY_MIB, "memory MiB", where),
+            memory_mib=self.memory_mib(memory.total_mib if memory else None, where),
             uuid=self.attempt(lib.uuid, handle, default="") or bus_name(bus_id),
             index=device,
             pci_bus_id=bus_id,

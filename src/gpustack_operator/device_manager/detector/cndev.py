@@ -200,21 +200,19 @@ class Memory:
     used_mib: int
 
 
-class Cndev:
+class Cndev(clib.Binding):
     """CNDev's answers as Python values; every failure is ``clib.CallError`` with CNDev's code."""
 
-    def __init__(self, handle: Any) -> None:
-        self._lib = clib.Library(handle, PROTOTYPES)
+    PROTOTYPES = PROTOTYPES
+    LABEL = "Cambricon CNDev (libcndev.so)"
 
     @classmethod
-    def open(cls, handle: Any = None) -> Cndev:
-        """``handle`` (default: libcndev.so from the driver or Neuware), initialised; LibraryUnavailableError
-        saying why the library cannot be loaded, CallError when it will not initialise."""
-        if handle is None:
-            handle = clib.load(library_paths(), "Cambricon CNDev (libcndev.so)")
-        cndev = cls(handle)
-        cndev._lib.call("cndevInit", 0)
-        return cndev
+    def library_paths(cls) -> tuple[str, ...]:
+        """libcndev.so from the driver or Neuware."""
+        return library_paths()
+
+    def init(self) -> None:
+        self._lib.call("cndevInit", 0)
 
     def _versioned(self, name: str, structure: Any, *args: Any) -> Any:
         """``name`` filled into a fresh ``structure`` stamped with the newest API version the driver takes."""
@@ -245,9 +243,7 @@ class Cndev:
         """The device handle of the card at ``index``; the index itself on drivers without handles."""
         if not self._lib.has("cndevGetDeviceHandleByIndex"):
             return index
-        out = c_int32()
-        self._lib.call("cndevGetDeviceHandleByIndex", index, ctypes.byref(out))
-        return out.value
+        return self._lib.sint("cndevGetDeviceHandleByIndex", index)
 
     def uuid(self, device: int) -> str:
         """`MLU-<uuid>`, as cnmon and the container toolkit name the card; "" when the driver gives none."""

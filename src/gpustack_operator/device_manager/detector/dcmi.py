@@ -15,7 +15,7 @@ from __future__ import annotations
 import ctypes
 from ctypes import POINTER, Structure, c_char, c_int, c_uint, c_ulong, c_ulonglong
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from gpustack_operator.device_manager.detector import clib
 
@@ -140,19 +140,15 @@ class Memory:
     used_mib: int
 
 
-class Dcmi:
+class Dcmi(clib.Binding):
     """DCMI's answers as Python values; every failure is ``clib.CallError`` with DCMI's code."""
 
-    def __init__(self, handle: Any) -> None:
-        self._lib = clib.Library(handle, PROTOTYPES)
+    PROTOTYPES = PROTOTYPES
+    LABEL = "Ascend DCMI (libdcmi.so)"
 
     @classmethod
-    def open(cls, handle: Any = None) -> Dcmi:
-        """``handle`` (default: libdcmi.so from the driver), initialised; LibraryUnavailableError saying
-        why the library cannot be loaded, CallError when it will not initialise."""
-        dcmi = cls(handle if handle is not None else clib.load(LIBRARY_PATHS, "Ascend DCMI (libdcmi.so)"))
-        dcmi.init()
-        return dcmi
+    def library_paths(cls) -> tuple[str, ...]:
+        return LIBRARY_PATHS
 
     def init(self) -> None:
         self._lib.call("dcmi_init")
@@ -170,15 +166,10 @@ class Dcmi:
             found += [(card, device) for device in range(max(0, min(number.value, MAX_CARDS)))]
         return found
 
-    def _uint(self, name: str, *args: Any) -> int:
-        value = c_uint()
-        self._lib.call(name, *args, ctypes.byref(value))
-        return value.value
-
     def is_npu(self, card: int, device: int) -> bool:
         """False for a card's MCU or CPU; True for an NPU, and when the type cannot be read."""
         try:
-            return self._uint("dcmi_get_device_type", card, device) == UNIT_TYPE_NPU
+            return self._lib.uint("dcmi_get_device_type", card, device) == UNIT_TYPE_NPU
         except clib.CallError:
             return True
 
@@ -205,12 +196,10 @@ class Dcmi:
     def health(self, card: int, device: int) -> int | None:
         """0 OK, 1 minor alarm, 2 major alarm, 3 critical alarm (npu-smi's Health column); None when
         this driver or container cannot answer the query at all. Any other failure is CallError."""
-        try:
-            return self._uint("dcmi_get_device_health", card, device)
-        except clib.CallError as exc:
-            if exc.code in UNSUPPORTED:
-                return None
-            raise
+        state = c_uint()
+        if not self._lib.offered(UNSUPPORTED, "dcmi_get_device_health", card, device, ctypes.byref(state)):
+            return None
+        return state.value
 
     def uncorrectable_ecc(self, card: int, device: int) -> int:
         """Double-bit (uncorrectable) ECC errors of HBM and DDR where ECC is on and readable."""
@@ -225,13 +214,13 @@ class Dcmi:
         return errors
 
     def logic_id(self, card: int, device: int) -> int:
-        value = c_uint()
+        value = c_uint()  # the one DCMI call that takes its answer first
         self._lib.call("dcmi_get_device_logic_id", ctypes.byref(value), card, device)
         return value.value
 
     def physical_id(self, logic_id: int) -> int:
         """The number of the NPU's `/dev/davinciN` node."""
-        return self._uint("dcmi_get_device_phyid_from_logicid", logic_id)
+        return self._lib.uint("dcmi_get_device_phyid_from_logicid", logic_id)
 
     def die(self, card: int, device: int) -> str:
         """The SoC die ID (`8C1A2B3D-...`, five words), stable for the chip's life."""
@@ -248,14 +237,10 @@ class Dcmi:
         return f"{info.domain:04x}:{info.bdf_busid:02x}:{info.bdf_deviceid:02x}.{info.bdf_funcid:x}"
 
     def driver_version(self) -> str:
-        buffer = ctypes.create_string_buffer(VERSION_LENGTH)
-        self._lib.call("dcmi_get_driver_version", buffer, VERSION_LENGTH)
-        return clib.text(buffer.raw)
+        return self._lib.text("dcmi_get_driver_version", VERSION_LENGTH)
 
     def aicore_utilization(self, card: int, device: int) -> int:
-        return self._uint("dcmi_get_device_utilization_rate", card, device, INPUT_AICORE)
+        return self._lib.uint("dcmi_get_device_utilization_rate", card, device, INPUT_AICORE)
 
     def temperature(self, card: int, device: int) -> int:
-        value = c_int()
-        self._lib.call("dcmi_get_device_temperature", card, device, ctypes.byref(value))
-        return value.value
+        return self._lib.sint("dcmi_get_device_temperature", card, device)

@@ -31,23 +31,19 @@ from gpustack_operator.rules.naming.manufacturers import manufacturers as known_
 
 log = logging.getLogger(__name__)
 
-_PCI_ONLY = (thead,)
-_INDEXED = (iluvatar, metax, mthreads)
-"""Vendors read through ``indexed.IndexedDetector`` over our ctypes bindings (IXML, MXSML, MTML)."""
+_NATIVE = (ascend, cambricon, hygon, iluvatar, metax, mthreads, thead)
+"""Vendors read through ``native.NativeDetector`` over our own ctypes bindings."""
 
 
 def vendor_detectors() -> dict[str, VendorDetector]:
-    """One detector per manufacturer: NVML for NVIDIA, amdsmi for AMD, DCMI for Ascend, IXML, MXSML and
-    MTML for Iluvatar, MetaX and Moore Threads, PCI facts for the rest. Constructing them loads nothing:
-    each loads its library when its cards are first on the bus."""
+    """One detector per manufacturer: NVML for NVIDIA, amdsmi for AMD, DCMI for Ascend, CNDev for
+    Cambricon, ROCm SMI for Hygon, IXML, MXSML, MTML and HGML for Iluvatar, MetaX, Moore Threads and
+    T-Head. Constructing them loads nothing: each loads its library when its cards are first on the bus."""
     detectors: dict[str, VendorDetector] = {
         nvidia.MANUFACTURER: nvidia.NvmlDetector(),
         amd.MANUFACTURER: amd.AmdSmiDetector(),
-        ascend.MANUFACTURER: ascend.detector(),
-        cambricon.MANUFACTURER: cambricon.detector(),
-        hygon.MANUFACTURER: hygon.detector(),
     }
-    detectors.update({module.MANUFACTURER: module.detector() for module in (*_INDEXED, *_PCI_ONLY)})
+    detectors.update({module.MANUFACTURER: module.detector() for module in _NATIVE})
     return detectors
 
 

@@ -15,7 +15,6 @@ table makes Hygon cards logically sliceable (4 slices); sliced containers get th
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from gpustack_operator.device_manager.detector.amd import drm_card_minor
 from gpustack_operator.device_manager.detector.native import (
-    NativeDetector,
+    IndexedDetector,
     NodeFacts,
     brief_version,
     toolkit_version,
@@ -35,12 +34,8 @@ from gpustack_operator.device_manager.model import Card, Metrics
 if TYPE_CHECKING:
     from gpustack_operator.device_manager.detector.rsmi import RocmSmi
 
-log = logging.getLogger(__name__)
-
 MANUFACTURER: Final = "hygon"
 LIBRARY: Final = "ROCm SMI"
-MAX_MEMORY_MIB: Final = 1 << 22
-"""4 TiB: no DCU has more; a larger answer is garbage, not memory."""
 MAX_COMPUTE_UNITS: Final = 4096
 DRIVER_MODULES: Final = ("hydcu", "hycu")
 DTK_HOMES: Final = ("opt/dtk",)
@@ -101,7 +96,7 @@ def _open_rocm_smi() -> RocmSmi:
     return RocmSmi.open()
 
 
-class HygonDetector(NativeDetector["RocmSmi", int]):
+class HygonDetector(IndexedDetector["RocmSmi"]):
     """Reads every DCU through ROCm SMI; the library is loaded on first use and kept open."""
 
     manufacturer = MANUFACTURER
@@ -120,9 +115,6 @@ class HygonDetector(NativeDetector["RocmSmi", int]):
         self._root = root
         self._environ = environ
 
-    def devices(self, lib: RocmSmi) -> list[int]:
-        return list(range(lib.count()))
-
     def node_facts(self, lib: RocmSmi) -> NodeFacts:
         driver = driver_module_version(self._sysfs) or self.attempt(lib.driver_version, default="")
         return NodeFacts(driver, brief_version(dtk_version(self._root, self._environ)))
@@ -135,13 +127,11 @@ class HygonDetector(NativeDetector["RocmSmi", int]):
         where = self.where(device)
         address = normalize_bus_id(lib.bus_id(device))
         memory = self.attempt(lib.memory_total_mib, device, default=None)
-        if memory is None:
-            log.warning("%s cannot read the memory of hygon DCU %s; reporting 0 MiB", self.label, where)
         cores = kfd_compute_units(address, self._sysfs)
         return Card(
             manufacturer=MANUFACTURER,
             product=self.attempt(lib.name, device, default="") or "DCU",
-            memory_mib=self.plausible(memory or 0, MAX_MEMORY_MIB, "memory MiB", where),
+            memory_mib=self.memory_mib(memory, where),
             uuid=self.attempt(lib.unique_id, device, default="") or bus_name(address),
             index=device,
             minor=drm_card_minor(address, self._sysfs),

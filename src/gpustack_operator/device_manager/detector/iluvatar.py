@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from gpustack_operator.device_manager.detector.indexed import BindingReader, Checks, IndexedDetector
-from gpustack_operator.device_manager.detector.nvidia import runtime_version
+from gpustack_operator.device_manager.detector.native import BindingDetector
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -34,19 +33,17 @@ def _open_ixml() -> Ixml:
     return Ixml.open()
 
 
-def _reader(ixml: Ixml) -> BindingReader:
-    checks = Checks(MANUFACTURER, LIBRARY)
-    return BindingReader(
-        checks,
-        ixml,
-        ixml.health_ok,
-        driver=checks.attempt(ixml.driver_version, default=""),
-        runtime=runtime_version(checks.attempt(ixml.cuda_driver_version, default=0)),
-        minor=ixml.minor,
-        compute_capability=ixml.compute_capability,
-    )
+class IluvatarDetector(BindingDetector["Ixml"]):
+    manufacturer = MANUFACTURER
+    label = LIBRARY
+
+    def minor(self, lib: Ixml, index: int) -> int:
+        return lib.minor(index)
+
+    def compute_capability(self, lib: Ixml, index: int) -> str:
+        return lib.compute_capability(index)
 
 
-def detector(open_library: Callable[[], Ixml] = _open_ixml) -> IndexedDetector:
+def detector(open_library: Callable[[], Ixml] = _open_ixml) -> IluvatarDetector:
     """The iluvatar detector: IXML, loaded when the bus first shows an Iluvatar card."""
-    return IndexedDetector(MANUFACTURER, LIBRARY, lambda: _reader(open_library()))
+    return IluvatarDetector(open_library)

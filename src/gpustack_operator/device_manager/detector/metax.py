@@ -18,8 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from gpustack_operator.device_manager.detector.amd import drm_card_minor
-from gpustack_operator.device_manager.detector.indexed import MAX_MEMORY_MIB, Checks, IndexedDetector
-from gpustack_operator.device_manager.detector.native import brief_version
+from gpustack_operator.device_manager.detector.native import (
+    MAX_MEMORY_MIB,
+    IndexedDetector,
+    NodeFacts,
+    brief_version,
+)
 from gpustack_operator.device_manager.detector.pci import SYSFS, bus_name, normalize_bus_id
 from gpustack_operator.device_manager.model import Card, Metrics
 
@@ -38,52 +42,55 @@ def _open_mxsml() -> Mxsml:
     return Mxsml.open()
 
 
-class MetaxReader:
-    """Each MetaX card as MXSML describes it (a ``CardReader``)."""
+class MetaxDetector(IndexedDetector["Mxsml"]):
+    """Each MetaX card as MXSML describes it; the library is loaded on first use and kept open."""
 
-    def __init__(self, mxsml: Mxsml, sysfs: Path = SYSFS) -> None:
-        self._mxsml = mxsml
+    manufacturer = MANUFACTURER
+    label = LIBRARY
+
+    def __init__(self, open_library: Callable[[], Mxsml] = _open_mxsml, sysfs: Path = SYSFS) -> None:
+        super().__init__(open_library)
         self._sysfs = sysfs
-        self._checks = Checks(MANUFACTURER, LIBRARY)
-        self._runtime = brief_version(self._checks.attempt(mxsml.maca_version, default=""))
 
-    def count(self) -> int:
-        return self._mxsml.count()
+    def where(self, device: int) -> str:
+        return str(device)
 
-    def card(self, index: int) -> Card:
-        mxsml, checks = self._mxsml, self._checks
-        info = mxsml.info(index)
+    def node_facts(self, lib: Mxsml) -> NodeFacts:
+        return NodeFacts(runtime_version=brief_version(self.attempt(lib.maca_version, default="")))
+
+    def read_card(self, lib: Mxsml, device: int, node: NodeFacts) -> Card:
+        info = lib.info(device)
         bus_id = normalize_bus_id(info.bus_id)
-        memory = checks.attempt(mxsml.memory, index, default=None)
+        memory = self.attempt(lib.memory, device, default=None)
+        total = memory.total_mib if memory else 0
         return Card(
             manufacturer=MANUFACTURER,
             product=info.name,
-            memory_mib=checks.plausible(memory.total_mib if memory else 0, MAX_MEMORY_MIB, "VRAM MiB", index),
+            memory_mib=self.plausible(total, MAX_MEMORY_MIB, "VRAM MiB", self.where(device)),
             uuid=info.uuid or bus_name(bus_id),
-            index=index,
+            index=device,
             minor=drm_card_minor(bus_id, self._sysfs),
             pci_bus_id=bus_id,
-            driver_version=checks.attempt(mxsml.driver_version, index, default=""),
-            runtime_version=self._runtime,
-            healthy=checks.healthy(mxsml.ecc_ok, index),
+            driver_version=self.attempt(lib.driver_version, device, default=""),
+            runtime_version=node.runtime_version,
+            healthy=self.checked_health(lambda: lib.ecc_ok(device), self.where(device)),
         )
 
-    def metrics(self, index: int) -> Metrics:
-        mxsml, checks = self._mxsml, self._checks
-        info = mxsml.info(index)
-        memory = checks.attempt(mxsml.memory, index, default=None)
+    def read_metrics(self, lib: Mxsml, device: int) -> Metrics:
+        info = lib.info(device)
+        memory = self.attempt(lib.memory, device, default=None)
         return Metrics(
             manufacturer=MANUFACTURER,
             uuid=info.uuid or bus_name(normalize_bus_id(info.bus_id)),
-            index=index,
-            healthy=checks.healthy(mxsml.ecc_ok, index),
+            index=device,
+            healthy=self.checked_health(lambda: lib.ecc_ok(device), self.where(device)),
             memory_total_mib=memory.total_mib if memory else -1,
             memory_used_mib=memory.used_mib if memory else -1,
-            utilization_percent=checks.attempt(mxsml.xcore_utilization, index, default=-1),
-            temperature_c=checks.attempt(mxsml.temperature, index, default=-1),
+            utilization_percent=self.attempt(lib.xcore_utilization, device, default=-1),
+            temperature_c=self.attempt(lib.temperature, device, default=-1),
         )
 
 
-def detector(open_library: Callable[[], Mxsml] = _open_mxsml, sysfs: Path = SYSFS) -> IndexedDetector:
+def detector(open_library: Callable[[], Mxsml] = _open_mxsml, sysfs: Path = SYSFS) -> MetaxDetector:
     """The metax detector: MXSML, loaded when the bus first shows a MetaX card."""
-    return IndexedDetector(MANUFACTURER, LIBRARY, lambda: MetaxReader(open_library(), sysfs))
+    return MetaxDetector(open_library, sysfs)

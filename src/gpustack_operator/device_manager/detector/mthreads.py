@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from gpustack_operator.device_manager.detector.indexed import BindingReader, Checks, IndexedDetector
+from gpustack_operator.device_manager.detector.native import BindingDetector
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,11 +32,11 @@ def _open_mtml() -> Mtml:
     return Mtml.open()
 
 
-def _reader(mtml: Mtml) -> BindingReader:
-    checks = Checks(MANUFACTURER, LIBRARY)
-    return BindingReader(checks, mtml, mtml.ecc_ok, driver=checks.attempt(mtml.driver_version, default=""))
+class MthreadsDetector(BindingDetector["Mtml"]):
+    manufacturer = MANUFACTURER
+    label = LIBRARY
 
 
-def detector(open_library: Callable[[], Mtml] = _open_mtml) -> IndexedDetector:
+def detector(open_library: Callable[[], Mtml] = _open_mtml) -> MthreadsDetector:
     """The mthreads detector: MTML, loaded when the bus first shows a Moore Threads card."""
-    return IndexedDetector(MANUFACTURER, LIBRARY, lambda: _reader(open_library()))
+    return MthreadsDetector(open_library)

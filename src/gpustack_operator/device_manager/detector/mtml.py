@@ -90,21 +90,23 @@ class Memory:
     used_mib: int
 
 
-class Mtml:
+class Mtml(clib.Binding):
     """MTML's answers as Python values, per card index; every failure is ``clib.CallError``."""
 
-    def __init__(self, handle: Any, library: c_void_p) -> None:
-        self._lib = clib.Library(handle, PROTOTYPES)
-        self._library = library
+    PROTOTYPES = PROTOTYPES
+    LABEL = "Moore Threads MTML (libmtml.so)"
+
+    def __init__(self, handle: Any) -> None:
+        super().__init__(handle)
+        self._library = c_void_p()
 
     @classmethod
-    def open(cls, handle: Any = None) -> Mtml:
-        """``handle`` (default: libmtml.so), initialised; LibraryUnavailableError saying why the library
-        cannot be loaded, CallError when it will not initialise."""
-        loaded = handle if handle is not None else clib.load(LIBRARY_PATHS, "Moore Threads MTML (libmtml.so)")
-        library = c_void_p()
-        clib.Library(loaded, PROTOTYPES).call("mtmlLibraryInit", ctypes.byref(library))
-        return cls(loaded, library)
+    def library_paths(cls) -> tuple[str, ...]:
+        return LIBRARY_PATHS
+
+    def init(self) -> None:
+        """MTML hands back the library handle every later call starts from."""
+        self._lib.call("mtmlLibraryInit", ctypes.byref(self._library))
 
     @contextlib.contextmanager
     def _handle(self, init: str, free: str, *args: Any) -> Iterator[c_void_p]:
@@ -121,35 +123,29 @@ class Mtml:
     def _device(self, index: int) -> contextlib.AbstractContextManager[c_void_p]:
         return self._handle("mtmlLibraryInitDeviceByIndex", "mtmlLibraryFreeDevice", self._library, index)
 
-    def _uint(self, name: str, handle: c_void_p) -> int:
-        value = c_uint()
-        self._lib.call(name, handle, ctypes.byref(value))
-        return value.value
-
-    def _text(self, name: str, length: int, handle: c_void_p) -> str:
-        buffer = ctypes.create_string_buffer(length)
-        self._lib.call(name, handle, buffer, length)
-        return clib.text(buffer.raw)
-
     def driver_version(self) -> str:
         with self._handle("mtmlLibraryInitSystem", "mtmlLibraryFreeSystem", self._library) as system:
-            return self._text("mtmlSystemGetDriverVersion", DRIVER_VERSION_LENGTH, system)
+            return self._lib.text("mtmlSystemGetDriverVersion", DRIVER_VERSION_LENGTH, system)
+
+    def runtime_version(self) -> str:
+        """MTML does not say the MUSA toolkit's version."""
+        return ""
 
     def count(self) -> int:
-        return self._uint("mtmlLibraryCountDevice", self._library)
+        return self._lib.uint("mtmlLibraryCountDevice", self._library)
 
     def name(self, index: int) -> str:
         with self._device(index) as device:
-            return self._text("mtmlDeviceGetName", NAME_LENGTH, device)
+            return self._lib.text("mtmlDeviceGetName", NAME_LENGTH, device)
 
     def uuid(self, index: int) -> str:
         with self._device(index) as device:
-            return self._text("mtmlDeviceGetUUID", UUID_LENGTH, device)
+            return self._lib.text("mtmlDeviceGetUUID", UUID_LENGTH, device)
 
     def cores(self, index: int) -> int:
         """MUSA cores."""
         with self._device(index) as device:
-            return self._uint("mtmlDeviceCountGpuCores", device)
+            return self._lib.uint("mtmlDeviceCountGpuCores", device)
 
     def bus_id(self, index: int) -> str:
         info = PciInfo()
@@ -167,31 +163,30 @@ class Mtml:
             self._lib.call("mtmlMemoryGetUsed", memory, ctypes.byref(used))
         return Memory(total.value // MIB, used.value // MIB)
 
-    def ecc_ok(self, index: int) -> bool | None:
+    def health(self, index: int) -> bool | None:
         """False when VRAM reports volatile uncorrected ECC errors; None when ECC cannot be read here."""
         errors = c_ulonglong()
-        try:
-            with self._device(index) as device, self._memory_handle(device) as memory:
-                self._lib.call(
-                    "mtmlMemoryGetEccErrorCounter",
-                    memory,
-                    ERROR_UNCORRECTED,
-                    VOLATILE_ECC,
-                    LOCATION_DRAM,
-                    ctypes.byref(errors),
-                )
-        except clib.CallError as exc:
-            if exc.code in UNSUPPORTED:
-                return None
-            raise
+        if not clib.offered(UNSUPPORTED, self._uncorrected, index, errors):
+            return None
         return errors.value == 0
+
+    def _uncorrected(self, index: int, errors: c_ulonglong) -> None:
+        with self._device(index) as device, self._memory_handle(device) as memory:
+            self._lib.call(
+                "mtmlMemoryGetEccErrorCounter",
+                memory,
+                ERROR_UNCORRECTED,
+                VOLATILE_ECC,
+                LOCATION_DRAM,
+                ctypes.byref(errors),
+            )
 
     def _gpu_reading(self, name: str, index: int) -> int:
         with (
             self._device(index) as device,
             self._handle("mtmlDeviceInitGpu", "mtmlDeviceFreeGpu", device) as gpu,
         ):
-            return self._uint(name, gpu)
+            return self._lib.uint(name, gpu)
 
     def utilization(self, index: int) -> int:
         return self._gpu_reading("mtmlGpuGetUtilization", index)

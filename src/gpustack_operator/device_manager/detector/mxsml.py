@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 from ctypes import POINTER, Structure, c_char, c_int, c_long, c_uint
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from gpustack_operator.device_manager.detector import clib
 
@@ -107,25 +107,25 @@ class Memory:
     used_mib: int
 
 
-class Mxsml:
+class Mxsml(clib.Binding):
     """MXSML's answers as Python values; every failure is ``clib.CallError`` with MXSML's code."""
 
-    def __init__(self, handle: Any) -> None:
-        self._lib = clib.Library(handle, PROTOTYPES)
+    PROTOTYPES = PROTOTYPES
+    LABEL = "MetaX MXSML (libmxsml.so)"
 
     @classmethod
-    def open(cls, handle: Any = None) -> Mxsml:
-        """``handle`` (default: libmxsml.so), initialised; LibraryUnavailableError saying why the library
-        cannot be loaded, CallError when it will not initialise."""
-        mxsml = cls(handle if handle is not None else clib.load(LIBRARY_PATHS, "MetaX MXSML (libmxsml.so)"))
-        mxsml._lib.call("mxSmlInit")
-        return mxsml
+    def library_paths(cls) -> tuple[str, ...]:
+        return LIBRARY_PATHS
+
+    def init(self) -> None:
+        self._lib.call("mxSmlInit")
 
     def count(self) -> int:
         """The number of cards (MXSML answers the count itself, not an error code)."""
         return int(self._lib.function("mxSmlGetDeviceCount")())
 
     def _text(self, name: str, *args: int) -> str:
+        """MXSML's text answers: a buffer and a pointer to its size."""
         buffer, size = ctypes.create_string_buffer(VERSION_LENGTH), c_uint(VERSION_LENGTH)
         self._lib.call(name, *args, buffer, ctypes.byref(size))
         return clib.text(buffer.raw)
@@ -150,22 +150,13 @@ class Mxsml:
     def ecc_ok(self, index: int) -> bool | None:
         """False when VRAM reports uncorrectable ECC errors; None when ECC cannot be read here."""
         counts = EccErrorCount()
-        try:
-            self._lib.call("mxSmlGetTotalEccErrors", index, ctypes.byref(counts))
-        except clib.CallError as exc:
-            if exc.code in UNSUPPORTED:
-                return None
-            raise
+        if not self._lib.offered(UNSUPPORTED, "mxSmlGetTotalEccErrors", index, ctypes.byref(counts)):
+            return None
         return int(counts.dramUE) == 0
 
-    def _int(self, name: str, *args: int) -> int:
-        value = c_int()
-        self._lib.call(name, *args, ctypes.byref(value))
-        return value.value
-
     def xcore_utilization(self, index: int) -> int:
-        return self._int("mxSmlGetDeviceIpUsage", index, USAGE_XCORE)
+        return self._lib.sint("mxSmlGetDeviceIpUsage", index, USAGE_XCORE)
 
     def temperature(self, index: int) -> int:
         """Degrees Celsius of the chip's hot spot (MXSML answers hundredths)."""
-        return self._int("mxSmlGetTemperatureInfo", index, TEMPERATURE_HOTSPOT) // 100
+        return self._lib.sint("mxSmlGetTemperatureInfo", index, TEMPERATURE_HOTSPOT) // 100

@@ -81,31 +81,24 @@ def bus_id(bdfid: int) -> str:
     return f"{domain:04x}:{bus:02x}:{device:02x}.{function:x}"
 
 
-class RocmSmi:
+class RocmSmi(clib.Binding):
     """ROCm SMI's answers as Python values; every failure is ``clib.CallError`` with ROCm SMI's status."""
 
-    def __init__(self, handle: Any) -> None:
-        self._lib = clib.Library(handle, PROTOTYPES)
+    PROTOTYPES = PROTOTYPES
+    LABEL = "ROCm SMI of the Hygon DTK (librocm_smi64.so)"
 
     @classmethod
-    def open(cls, handle: Any = None) -> RocmSmi:
-        """``handle`` (default: librocm_smi64.so from the DTK or hyhal), initialised; LibraryUnavailableError
-        saying why the library cannot be loaded, CallError when it will not initialise."""
-        if handle is None:
-            handle = clib.load(library_paths(), "ROCm SMI of the Hygon DTK (librocm_smi64.so)")
-        smi = cls(handle)
-        smi._lib.call("rsmi_init", 0)
-        return smi
+    def library_paths(cls) -> tuple[str, ...]:
+        """librocm_smi64.so from the DTK or hyhal."""
+        return library_paths()
+
+    def init(self) -> None:
+        self._lib.call("rsmi_init", 0)
 
     def _u64(self, name: str, *args: Any) -> int:
         value = c_uint64()
         self._lib.call(name, *args, ctypes.byref(value))
         return value.value
-
-    def _text(self, name: str, first: int) -> str:
-        buffer = ctypes.create_string_buffer(NAME_LENGTH)
-        self._lib.call(name, first, buffer, NAME_LENGTH)
-        return clib.text(buffer.raw)
 
     def count(self) -> int:
         number = c_uint32()
@@ -115,7 +108,7 @@ class RocmSmi:
         return number.value
 
     def name(self, index: int) -> str:
-        return self._text("rsmi_dev_name_get", index)
+        return self._lib.text("rsmi_dev_name_get", NAME_LENGTH, index)
 
     def unique_id(self, index: int) -> str:
         """`GPU-<hex>`, as hy-smi and gpustack-runtime name the DCU; "" when the driver answers 0."""
@@ -134,18 +127,14 @@ class RocmSmi:
     def uncorrectable_ecc(self, index: int) -> int | None:
         """Uncorrectable VRAM ECC errors; None when this driver or card has no ECC counters to read."""
         errors = ErrorCount()
-        try:
-            self._lib.call("rsmi_dev_ecc_count_get", index, GPU_BLOCK_UMC, ctypes.byref(errors))
-        except clib.CallError as exc:
-            if exc.code in UNSUPPORTED:
-                return None
-            raise
+        if not self._lib.offered(
+            UNSUPPORTED, "rsmi_dev_ecc_count_get", index, GPU_BLOCK_UMC, ctypes.byref(errors)
+        ):
+            return None
         return int(errors.uncorrectable_err)
 
     def busy_percent(self, index: int) -> int:
-        value = c_uint32()
-        self._lib.call("rsmi_dev_busy_percent_get", index, ctypes.byref(value))
-        return value.value
+        return self._lib.uint("rsmi_dev_busy_percent_get", index)
 
     def temperature(self, index: int) -> int:
         value = c_int64()
@@ -153,4 +142,4 @@ class RocmSmi:
         return value.value // 1000
 
     def driver_version(self) -> str:
-        return self._text("rsmi_version_str_get", SW_COMP_DRIVER)
+        return self._lib.text("rsmi_version_str_get", NAME_LENGTH, SW_COMP_DRIVER)

@@ -1,4 +1,4 @@
-"""What a per-manufacturer detector is, and the stand-in for manufacturers without a Python binding.
+"""What a per-manufacturer detector is, and the errors a vendor library answers with.
 
 Each manufacturer module under ``detector/`` offers one ``VendorDetector``: given the manufacturer's PCI
 functions it returns full ``Card``s from the vendor's management library, or raises
@@ -46,19 +46,3 @@ class VendorDetector(Protocol):
     def metrics(self) -> list[Metrics]:
         """Live readings of the cards; raises LibraryUnavailableError when the library cannot be used."""
         ...
-
-
-class PciOnly:
-    """A manufacturer whose management library has no Python binding: the bus is all we can read."""
-
-    def __init__(self, manufacturer: str, library: str) -> None:
-        self.manufacturer = manufacturer
-        self.library = library
-
-    def cards(self, pci: Sequence[PciDevice]) -> list[Card]:
-        raise LibraryUnavailableError(
-            f"no Python binding of {self.library} is available; reporting PCI facts only"
-        )
-
-    def metrics(self) -> list[Metrics]:
-        raise LibraryUnavailableError(f"no Python binding of {self.library} is available")
