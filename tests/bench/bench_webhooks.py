@@ -289,7 +289,13 @@ async def baseline_server(port: int, cert_dir: Path) -> None:
     """The baseline's server (its own process): apiserver.serving's TLS and aiohttp stack with the worker's
     certificate, answering every review `allowed` without a patch; until SIGTERM."""
 
+    connections: set[int] = set()
+    reviews = 0
+
     async def handle(request: web.Request) -> web.Response:
+        nonlocal reviews
+        reviews += 1
+        connections.add(id(request.transport))
         asked = json.loads(await request.read())["request"]
         labels = ((asked.get("object") or {}).get("metadata") or {}).get("labels") or {}
         response = {"uid": asked["uid"], "allowed": PROBE_LABEL not in labels}
@@ -302,6 +308,9 @@ async def baseline_server(port: int, cert_dir: Path) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     server = asyncio.create_task(serving.serve(app, ("127.0.0.1", port), ctx))
     await stop.wait()
+    print(
+        f"  (the baseline server answered {reviews} reviews over {len(connections)} connections)", flush=True
+    )
     server.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await server

@@ -140,7 +140,7 @@ def worker_webhooks(lookups: Lookups, system_namespace: str) -> list[Webhook]:
         Webhook(_rule(resources.INSTANCES, CREATE_UPDATE), True, instances.mutate),
         Webhook(_rule(resources.INSTANCES, CREATE_UPDATE), False, instances.validate),
         *(
-            Webhook(pod_rule, mutating, hook, POD_NAME_PREFIX, queued, (card_request_condition(),))
+            Webhook(pod_rule, mutating, hook, POD_NAME_PREFIX, queued, (card_request_condition(mutating),))
             for mutating, hook in ((True, pods.mutate), (False, pods.validate))
         ),
     ]

@@ -102,22 +102,27 @@ def _set_resources(index: int, container: Mapping[str, Any], values: Mapping[str
     return patch
 
 
-def card_request_condition(environ: Environ = DEFAULT_ENVIRON) -> JSONObj:
-    """The Pod webhooks' matchCondition (CEL, evaluated in kube-apiserver): a container's requests or
-    limits name a known accelerator base or one of its resources (`<base>` or `<base>.…`).
+def card_request_condition(sliced: bool, environ: Environ = DEFAULT_ENVIRON) -> JSONObj:
+    """A Pod webhook's matchCondition (CEL, evaluated in kube-apiserver): a container's requests or limits
+    name a known accelerator base or one of its resources (`<base>` or `<base>.…`), or with `sliced` one
+    of its sliced resources (`<base>.sliced…`).
 
-    Both hooks act only on such names, so a queued CPU-only Pod skips two webhook round trips, decided
-    without leaving kube-apiserver. The test is a superset of what the hooks read: a name that merely starts
+    The validating hook acts only on accelerator names and the mutating hook (the fold) only on sliced
+    ones, so a queued CPU-only Pod makes no round trip to us and a whole-card Pod one, decided without
+    leaving kube-apiserver. Each test is a superset of what its hook reads: a name that merely starts
     with a base is sent and left alone."""
+    bases = sorted(acceleratable_bases(environ))
     names = " || ".join(
-        f"k == {json.dumps(base)} || k.startsWith({json.dumps(base + '.')})"
-        for base in sorted(acceleratable_bases(environ))
+        f"k.startsWith({json.dumps(b + '.sliced')})"
+        if sliced
+        else f"k == {json.dumps(b)} || k.startsWith({json.dumps(b + '.')})"
+        for b in bases
     )
     sections = " || ".join(
         f"(has(c.resources.{section}) && c.resources.{section}.exists(k, {names}))" for section in _SECTIONS
     )
     return {
-        "name": "asks-for-accelerators",
+        "name": "asks-for-sliced-accelerators" if sliced else "asks-for-accelerators",
         "expression": f"object.spec.containers.exists(c, has(c.resources) && ({sections}))",
     }
 
