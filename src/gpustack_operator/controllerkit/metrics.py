@@ -2,7 +2,8 @@
 
 An operator that silently stops converging looks healthy from outside; these series answer "is it
 reconciling, how often does it fail, is work piling up, are the watches relisting, who leads, how many
-API calls does it make" (the last fed by the client's request observer, kube.client.RequestObserver). Every
+API calls does it make, how much CPU, memory and garbage collection does it cost" (the request counts fed
+by the client's request observer, kube.client.RequestObserver). Every
 metric lives in a `CollectorRegistry` owned by one `Metrics` object (not prometheus-client's global
 registry), so several managers in one test process never collide.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import GC_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -32,6 +33,10 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # The process's CPU, memory and garbage collections (`process_*`, `python_gc_*`), as every
+        # Prometheus exporter gives them: the collectors read the process at scrape time.
+        for collector in (PROCESS_COLLECTOR, GC_COLLECTOR):
+            r.register(collector)
         self.reconciles = Counter(
             "gpustack_controller_reconcile",
             "Reconciles by controller and result.",
