@@ -1,7 +1,7 @@
 """Resident memory of a serving device manager (8 cards, 100 Pods on its node) against a bare interpreter.
 
-Run: `.venv/bin/python -m tests.bench.bench_device_manager [--settle 20]` (about two minutes: it starts
-its own sandbox with one 8 x H100 node and one CPU node).
+Run: `.venv/bin/python -m tests.bench.bench_device_manager [--settle 20] [--soak 180]` (about nine
+minutes: it starts its own sandbox with one 8 x H100 node and one CPU node; `--soak 30` is a quick try).
 
 `device-manager serve` runs as a DaemonSet on every GPU node, so its footprint is paid once per node. The
 sandbox starts the node's device manager as it does for tests (simulated backend, real gRPC to the kubelet
@@ -11,12 +11,29 @@ Then it restarts the same manager as a DaemonSet Pod runs it: in-cluster configu
 `KUBERNETES_SERVICE_*` variables and a service-account token (a TokenRequest for a ServiceAccount bound to
 cluster-admin) with the cluster CA, in a directory standing in for the Pod's
 `/var/run/secrets/kubernetes.io/serviceaccount` mount; and reads its VmRSS again after it has re-listed the
-100 Pods and settled.
+100 Pods and settled. The resident set grows with the first detections and levels off after a thousand or
+two, hours at the default 15 s period; so each in-cluster figure is read once after the restart (a few
+detections at the sandbox's 5 s period) and once more after `--soak` seconds of detecting every 100 ms
+(SOAK_PERIOD, restarted with that `--monitor-period`).
+
+Then it restarts the in-cluster manager as a real node runs it: `--backend auto` instead of the simulated
+backend, so the PCI scan, pyudev's hardware database, pynvml and NVML are all loaded and called every
+monitor period. No GPU here: `standin_nvml` compiles (gcc) a stand-in `libnvidia-ml.so.1` answering for the
+same 8 H100s the simulated backend gives the node (same UUIDs and bus IDs, so the Pods' allocations still
+match), found through `LD_LIBRARY_PATH` as pynvml loads it, and writes a sysfs tree showing those cards on
+the bus (the `-c` wrapper points `detector.pci.SYSFS` at it, as it points the service-account directory at
+the stand-in mount; the detector itself is unchanged). The stand-in counts the detections it answered.
+The real NVML library is larger than the stand-in (see the README: about 2 MB of code, plus what
+`nvmlInit` allocates), so these figures are a floor for an NVIDIA node, exact for the Python side.
+
+Before the sandbox, `binding_costs` splits that cost per vendor in fresh interpreters: the device manager's
+modules, then `import ctypes`, pyudev's hardware database, the vendor's binding module, and (NVIDIA only)
+the stand-in library opened with 8 cards detected and 1,000 detections more.
 
 Baseline, same run, same machine: the VmRSS of a bare `python -c` with the same interpreter, read by
 itself. Printed: each VmRSS in MB with its anonymous part (the rest is mapped from files: the interpreter,
 OpenSSL, grpc's library), its ratio to the baseline and to the goal (issue 14: ≤ 60 MB with 8 cards and 100
-Pods).
+Pods; issue 28: the same with the node's vendor detection loaded).
 """
 
 from __future__ import annotations
@@ -25,6 +42,7 @@ import argparse
 import asyncio
 import contextlib
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,10 +53,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tests.bench import binding_costs, standin_nvml
 from tests.helpers import eventually
 from tests.integration.worker_support import service_account_mount as mount
 
 from gpustack_operator.api.keys import ACCELERATOR_ALLOCATED_ANNOTATION
+from gpustack_operator.device_manager.simulated import SimulatedBackend
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client, connect
 from gpustack_operator.kube.resources import Resource
@@ -49,14 +69,19 @@ from gpustack_operator.sandbox.nodeagents import device_manager_name
 NODE = "h100-0"
 CPU_NODE = "cpu-0"
 GOAL_MB = 60.0
+SOAK_PERIOD = "100ms"
+"""The last figure's monitor period: as many detections in minutes as the default 15 s gives in hours."""
 SA_NAMESPACE = "kube-system"
 SA_NAME = "bench-device-manager"
 IN_CLUSTER = (
-    "import sys; from pathlib import Path; import gpustack_operator.kube.incluster as c; "
-    "c.SERVICE_ACCOUNT_DIR = Path(sys.argv[1]); from gpustack_operator.cli import main; "
+    "import os, sys; from pathlib import Path; import gpustack_operator.kube.incluster as c; "
+    "c.SERVICE_ACCOUNT_DIR = Path(sys.argv[1]); import gpustack_operator.device_manager.detector.pci as p; "
+    "p.SYSFS = Path(os.environ.get('BENCH_SYSFS') or p.SYSFS); from gpustack_operator.cli import main; "
     "sys.exit(main(sys.argv[2:]))"
 )
-"""The device manager's own command line, with the service-account directory moved to the stand-in mount."""
+"""The device manager's own command line, with the service-account directory moved to the stand-in mount
+and, when `BENCH_SYSFS` is set, the PCI scan moved to a fake sysfs (set before `detector.hardware` is
+imported: its `HardwareBackend` takes the default root when its module loads)."""
 CLUSTER_ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
 )
@@ -141,6 +166,24 @@ async def service_account_mount(kube: Client, box: Sandbox, directory: Path) -> 
     await mount(kube, box.certs.ca_crt, directory, SA_NAME, SA_NAMESPACE)
 
 
+async def detected_cards(kube: Client, node: str) -> str:
+    """What the node's Devices says once the NVML stand-in's answers (cores, compute capability, driver;
+    the inventory gives none of them) have replaced the simulated backend's."""
+    found: list[dict[str, Any]] = []
+
+    async def from_nvml() -> bool:
+        devices = await kube.get_or_none(resources.DEVICES, node)
+        found[:] = ((devices or {}).get("spec") or {}).get("groups") or []
+        return any(group.get("cores") == standin_nvml.CORES for group in found)
+
+    await eventually(from_nvml, timeout=60, interval=0.5, what=f"Devices {node} detected through NVML")
+    return "; ".join(
+        f"{len(g.get('accelerators') or [])} x {g.get('name')}, {g.get('memory')} MiB, "
+        f"{g.get('cores')} cores, CC {g.get('computeCapability')}, driver {g.get('driverVersion')}"
+        for g in found
+    )
+
+
 def in_cluster_argv(argv: list[str], host: str, mount: Path) -> list[str]:
     """The sandbox's device-manager command line, run as a Pod: in-cluster configuration, no kubeconfig."""
     start = argv.index("-m")  # env VAR=... python -m gpustack_operator.cli device-manager serve ...
@@ -152,9 +195,35 @@ def in_cluster_argv(argv: list[str], host: str, mount: Path) -> list[str]:
     return [*argv[: start - 1], *env, argv[start - 1], "-c", IN_CLUSTER, str(mount), *flags]
 
 
+def with_detection(argv: list[str], lib_dir: Path, sysfs: Path, calls: Path) -> list[str]:
+    """The in-cluster command line with `--backend auto` on the fake bus and the stand-in NVML (which
+    counts its detections in ``calls``)."""
+    python, serve = argv.index("-c") - 1, argv.index("serve") + 1  # env ... python -c CODE MOUNT dm serve
+    flags = argv[serve:]
+    for flag in ("--backend", "--inventory", "--faults"):
+        at = flags.index(flag)
+        del flags[at : at + 2]
+    env = [f"LD_LIBRARY_PATH={lib_dir}", f"BENCH_SYSFS={sysfs}", f"{standin_nvml.CALLS_ENV}={calls}"]
+    return [*argv[:python], *env, *argv[python:serve], "--backend", "auto", *flags]
+
+
+def with_period(argv: list[str], period: str) -> list[str]:
+    """``argv`` with another `--monitor-period`."""
+    at = argv.index("--monitor-period")
+    return [*argv[: at + 1], period, *argv[at + 2 :]]
+
+
+def detections(calls: Path) -> int:
+    """How many detections the stand-in NVML has answered since the manager started."""
+    try:
+        return int(calls.read_text())
+    except (OSError, ValueError):
+        return 0
+
+
 def report(what: str, mb: Memory, baseline: Memory) -> None:
     print(
-        f"{what:<56} {mb.rss:6.1f} MB ({mb.anonymous:5.1f} anon)  "
+        f"{what:<64} {mb.rss:6.1f} MB ({mb.anonymous:5.1f} anon)  "
         f"×{mb.rss / baseline.rss:4.1f} bare python   {mb.rss / GOAL_MB:5.2f} of goal"
     )
 
@@ -173,31 +242,84 @@ async def one_gpu_node_sandbox() -> AsyncIterator[Sandbox]:
         await box.down()
 
 
-async def main(settle: float) -> None:
-    baseline = bare_python()
+@dataclass(frozen=True)
+class Figures:
+    with_kubeconfig: Memory
+    in_cluster: Memory
+    in_cluster_soaked: Memory
+    with_nvml: Memory
+    soaked: Memory
+    detected: str
+    """What the node's Devices said with the stand-in NVML."""
+    detections: tuple[int, int]
+    """Detections the stand-in answered by the end of the `with_nvml` and of the `soaked` measurement."""
+
+
+async def measure(settle: float, soak: float, lib_dir: Path, sysfs: Path) -> Figures:
+    """The manager's VmRSS with a kubeconfig, in-cluster (simulated backend), in-cluster detecting through
+    NVML; the last two also after `soak` seconds of detecting every SOAK_PERIOD."""
     async with one_gpu_node_sandbox() as box:
         assert box.state is not None
         name = device_manager_name(NODE)
         kube = await connect(box.kubeconfig)
+        calls = box.run_dir / "nvml-calls"
+
+        async def restart(argv: list[str], what: str) -> None:
+            assert box.state is not None
+            box.state.argv[name] = argv
+            print(f"restarting {name} {what}: {shlex.join(argv)}", flush=True)
+            await box.restart(name)
+
         try:
             await hundred_pods(kube, "bench-dm")
             with_kubeconfig = await settled(box.state.pids[name], settle)
             await service_account_mount(kube, box, box.run_dir / "serviceaccount")
-            box.state.argv[name] = in_cluster_argv(
-                box.state.argv[name], kube.host, box.run_dir / "serviceaccount"
-            )
-            print(f"restarting {name} in-cluster: {shlex.join(box.state.argv[name])}", flush=True)
-            await box.restart(name)
+            argv = in_cluster_argv(box.state.argv[name], kube.host, box.run_dir / "serviceaccount")
+            await restart(argv, "in-cluster")
             in_cluster = await settled(box.state.pids[name], settle)
+            await restart(with_period(argv, SOAK_PERIOD), f"in-cluster, detecting every {SOAK_PERIOD}")
+            await asyncio.sleep(soak)
+            in_cluster_soaked = await settled(box.state.pids[name], settle)
+            await restart(with_detection(argv, lib_dir, sysfs, calls), "with NVIDIA detection")
+            detected = await detected_cards(kube, NODE)
+            with_nvml = await settled(box.state.pids[name], settle)
+            first = detections(calls)
+            await restart(with_period(box.state.argv[name], SOAK_PERIOD), f"detecting every {SOAK_PERIOD}")
+            await asyncio.sleep(soak)
+            soaked = await settled(box.state.pids[name], settle)
         finally:
             await kube.close()
-    print(f"\n{'':<56} {'RSS':>6}                 ratio to baseline  to goal ({GOAL_MB:.0f} MB)")
+    counts = (first, detections(calls))
+    return Figures(with_kubeconfig, in_cluster, in_cluster_soaked, with_nvml, soaked, detected, counts)
+
+
+async def main(settle: float, soak: float) -> None:
+    baseline = bare_python()
+    standin = Path(tempfile.mkdtemp(prefix="bd-nvml-", dir="/tmp"))
+    cards = SimulatedBackend(inventory.DEFAULT_INVENTORY, NODE).detect()
+    lib_dir, sysfs = standin_nvml.build(standin, cards)
+    try:
+        costs = binding_costs.measure_all(lib_dir, sysfs)
+        got = await measure(settle, soak, lib_dir, sysfs)
+    finally:
+        shutil.rmtree(standin, ignore_errors=True)
+    print(f"\n{'':<64} {'RSS':>6}                 ratio to baseline  to goal ({GOAL_MB:.0f} MB)")
     report("baseline: bare python -c", baseline, baseline)
-    report("device-manager serve, --kubeconfig (8 cards, 100 pods)", with_kubeconfig, baseline)
-    report("device-manager serve, in-cluster (8 cards, 100 pods)", in_cluster, baseline)
+    report("device-manager serve, --kubeconfig (8 cards, 100 pods)", got.with_kubeconfig, baseline)
+    report("device-manager serve, in-cluster (8 cards, 100 pods)", got.in_cluster, baseline)
+    report(f"in-cluster, after {soak:.0f} s detecting every {SOAK_PERIOD}", got.in_cluster_soaked, baseline)
+    report(f"in-cluster, --backend auto, {got.detections[0]} detections", got.with_nvml, baseline)
+    report(f"in-cluster, --backend auto, {got.detections[1]} detections", got.soaked, baseline)
+    print(f"  (the soaks: {soak:.0f} s each, both backends detecting every {SOAK_PERIOD})")
+    print(f"  (--backend auto: PCI scan + pyudev + pynvml + stand-in NVML; it reported {got.detected})")
+    binding_costs.report(costs)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--settle", type=float, default=20.0, help="seconds to watch RSS after each start")
-    asyncio.run(main(parser.parse_args().settle))
+    parser.add_argument(
+        "--soak", type=float, default=180.0, help=f"seconds of detecting every {SOAK_PERIOD} before the last"
+    )
+    args = parser.parse_args()
+    asyncio.run(main(args.settle, args.soak))
