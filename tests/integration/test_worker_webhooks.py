@@ -220,9 +220,9 @@ async def test_the_worker_times_every_review_by_webhook_and_outcome(
     def more(key: tuple[str, str]) -> float:
         return after.get(key, 0.0) - before.get(key, 0.0)
 
-    assert more((validate, "denied")) == 1
-    assert more((validate, "allowed")) == 1
-    assert more((mutate, "allowed")) == 1  # the whole-card Pod has nothing to fold: not sent
+    assert more((validate, "denied")) == 1  # the whole-card Pod: nothing to fold, only checked
+    assert more((validate, "allowed")) == 0  # the sliced Pod: folded and checked in one call
+    assert more((mutate, "allowed")) == 1
     assert more((validate, "error")) == more((mutate, "error")) == 0
     text = await served.worker.metrics()
     assert f'gpustack_webhook_latency_seconds_bucket{{le="0.1",outcome="allowed",webhook="{mutate}"}}' in text
@@ -231,8 +231,8 @@ async def test_the_worker_times_every_review_by_webhook_and_outcome(
 async def test_each_pod_webhook_is_called_only_for_pods_it_acts_on(
     kubectl: Kubectl, served: Served, card_type: str, kueue_namespace: str
 ) -> None:
-    """kube-apiserver's matchConditions: a queued CPU-only Pod makes no round trip to us, a whole-card Pod
-    one (the validating hook), a sliced Pod two (the fold, then the checks)."""
+    """kube-apiserver's matchConditions: a queued CPU-only Pod makes no round trip to us, any other one: to
+    the validating hook for a whole-card Pod, to the mutating hook (fold and checks) for a sliced one."""
     validate, mutate = "gpustack-worker.validate.core.v1.pod", "gpustack-worker.mutate.core.v1.pod"
 
     async def calls(*limits: dict[str, str]) -> dict[str, float]:
@@ -247,7 +247,7 @@ async def test_each_pod_webhook_is_called_only_for_pods_it_acts_on(
 
     assert await calls({"cpu": "1"}, {}) == {validate: 0, mutate: 0}
     assert await calls({"cpu": "1"}, {GPU: "1"}) == {validate: 1, mutate: 0}
-    assert await calls({"cpu": "1", SLICED: "1", MEM_PCT: "20"}) == {validate: 1, mutate: 1}
+    assert await calls({"cpu": "1", SLICED: "1", MEM_PCT: "20"}) == {validate: 0, mutate: 1}
 
 
 async def test_memory_mib_without_an_instance_type_behind_the_queue_is_refused(

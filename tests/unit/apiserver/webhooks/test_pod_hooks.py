@@ -58,3 +58,24 @@ async def test_two_containers_with_cards_are_refused_at_the_second() -> None:
     causes = verdict.status.details["causes"] if verdict.status.details else []
     assert [c["field"] for c in causes] == ["spec.containers[2].resources"]
     assert "already requested by spec.containers[0]" in causes[0]["message"]
+
+
+async def test_the_fold_refuses_what_the_validating_hook_would_since_only_it_sees_sliced_pods() -> None:
+    mixed = await hooks().mutate(
+        review(
+            [
+                {"name": "a", "resources": {"limits": SLICED}},
+                {"name": "b", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+            ]
+        )
+    )
+    assert mixed.status is not None
+    assert mixed.status.code == 422
+    assert "may use only one of exclusive, shared and sliced" in mixed.status.message
+    twice = await hooks().mutate(
+        review(
+            [{"name": "a", "resources": {"limits": SLICED}}, {"name": "b", "resources": {"limits": SLICED}}]
+        )
+    )
+    assert twice.status is not None
+    assert "already requested by spec.containers[0]" in twice.status.message
