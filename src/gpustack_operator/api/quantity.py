@@ -14,6 +14,7 @@ than zero, and decimal exponents are limited to ±1000.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import re
 from fractions import Fraction
@@ -94,7 +95,14 @@ class Quantity:
 
     @classmethod
     def parse(cls, text: str) -> Quantity:
-        """Parse Kubernetes quantity text (`1.5`, `125m`, `15Gi`, `1e3`, `-2k`)."""
+        """Parse Kubernetes quantity text (`1.5`, `125m`, `15Gi`, `1e3`, `-2k`).
+
+        Quantities are immutable and the same few texts come back in every Pod, review and decision, so
+        parses are remembered (exact arithmetic on fractions made parsing most of a Pod review's work)."""
+        return _parse(text) if cls is Quantity else cls._parse_text(text)
+
+    @classmethod
+    def _parse_text(cls, text: str) -> Quantity:
         match = _PATTERN.fullmatch(text)
         if match is None or not (match["int"] or match["frac"]):
             raise InvalidQuantityError(text)
@@ -317,3 +325,8 @@ def string_percent_multiply(quantity: str, percent: int) -> str:
     `4` is `1200m`). Exact throughout (fractions, no floats). Raises InvalidQuantityError on bad text.
     """
     return str(percent_of(parse_quantity(quantity), percent))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> Quantity:
+    return Quantity._parse_text(text)

@@ -8,11 +8,12 @@ manufacturer's base resource (``nvidia.com/gpu``) or the manufacturer key, here 
 from __future__ import annotations
 
 import enum
+import functools
 from typing import Final
 
 from gpustack_operator.api.keys import CREDITS_PREFIX, DEVICE_PREFIX
 from gpustack_operator.rules.cards import Mode
-from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ
+from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ, FrozenEnviron, frozen
 from gpustack_operator.rules.naming.manufacturers import is_known_manufacturer, manufacturers
 
 
@@ -107,12 +108,23 @@ def split_acceleratable_resource_name(
     name: str, environ: Environ = DEFAULT_ENVIRON
 ) -> tuple[str, ResourceKind] | None:
     """(base, kind) when ``name`` is a known base or one of its mode/sliced resources, else None."""
+    snapshot = frozen(environ)
+    if snapshot is not None:
+        return _names(snapshot).get(name)
     bases = acceleratable_bases(environ)
     for kind in _BY_SUFFIX:
         base = name.removesuffix(kind.value)
         if name.endswith(kind.value) and base in bases:
             return base, kind
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def _names(environ: FrozenEnviron) -> dict[str, tuple[str, ResourceKind]]:
+    """Every resource name of every known base, as `split_acceleratable_resource_name` reads it (the first
+    kind in `_BY_SUFFIX` order wins, so they are written last)."""
+    bases = acceleratable_bases(environ)
+    return {base + kind.value: (base, kind) for kind in reversed(_BY_SUFFIX) for base in bases}
 
 
 def is_known_acceleratable_resource_name(name: str, environ: Environ = DEFAULT_ENVIRON) -> bool:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from gpustack_operator.rules.environ import FrozenEnviron
 from gpustack_operator.rules.naming.resources import (
     ResourceKind,
+    acceleratable_bases,
     acceleratable_resource_name,
     credits_resource_name,
     is_acceleratable_credits_resource_name,
@@ -109,3 +111,13 @@ def test_credits_resource_name() -> None:
 )
 def test_is_acceleratable_credits_resource_name(name: str, credits: bool) -> None:
     assert is_acceleratable_credits_resource_name(name) is credits
+
+
+def test_a_frozen_environment_splits_every_name_as_the_live_one_does() -> None:
+    environ = {"GPUSTACK_THEAD_ACCELERATABLE_RESOURCE_NAME": "example.com/ppu"}
+    names = [base + kind.value for base in acceleratable_bases(environ) for kind in ResourceKind]
+    names += ["nvidia.com/gpu.sliced.units.sliced", "cpu", "nvidia.com/gpux", "alibabacloud.com/ppu"]
+    for name in names:
+        assert split_acceleratable_resource_name(name, FrozenEnviron(environ)) == (
+            split_acceleratable_resource_name(name, environ)
+        ), name
