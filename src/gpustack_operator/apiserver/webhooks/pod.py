@@ -89,17 +89,20 @@ def _set_resources(index: int, container: Mapping[str, Any], values: Mapping[str
     """JSON patch operations setting `values` in the requests and limits of container `index`.
 
     The fold knows what it sets, so it says so: diffing the whole Pod (jsonpatch) cost 0.25 ms per review,
-    the largest part of the webhook's CPU. `add` of an object member replaces it when present (RFC 6902),
-    and a section is written whole, with the container's other resources in it."""
+    the largest part of the webhook's CPU. One `add` per value (it replaces a value present, RFC 6902), or
+    of the whole section or `resources` where the container has none."""
     at = f"/spec/containers/{index}/resources"
     resources = container.get("resources")
     if not isinstance(resources, dict):
         return [{"op": "add", "path": at, "value": {section: dict(values) for section in _SECTIONS}}]
     patch: list[JSONObj] = []
     for section in _SECTIONS:
-        present = resources.get(section)
-        value = {**present, **values} if isinstance(present, dict) else dict(values)
-        patch.append({"op": "add", "path": f"{at}/{section}", "value": value})
+        if not isinstance(resources.get(section), dict):
+            patch.append({"op": "add", "path": f"{at}/{section}", "value": dict(values)})
+            continue
+        for name, value in values.items():
+            key = name.replace("~", "~0").replace("/", "~1")
+            patch.append({"op": "add", "path": f"{at}/{section}/{key}", "value": value})
     return patch
 
 
