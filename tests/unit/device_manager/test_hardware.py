@@ -203,3 +203,37 @@ def test_library_unavailable_is_a_detection_error() -> None:
     from gpustack_operator.device_manager.model import DetectionError
 
     assert issubclass(LibraryUnavailableError, DetectionError)
+
+
+def test_udev_names_are_read_once_per_bus_and_again_when_it_changes(tmp_path: Path) -> None:
+    reads: list[int] = []
+
+    def names() -> dict[str, str]:
+        reads.append(1)
+        return {"0000:18:00.0": "GH100 [H100 SXM5 80GB]", "0000:3b:00.0": "GA102GL [A10]"}
+
+    pci_only = HardwareBackend(
+        ["nvidia"], use_libraries=False, sysfs=build_sysfs(tmp_path, [H100_PCI]), model_names=names
+    )
+    assert [c.product for c in pci_only.detect()] == ["H100 SXM5 80GB"]
+    assert [c.product for c in pci_only.detect()] == ["H100 SXM5 80GB"]
+    assert len(reads) == 1, "the same bus must not ask udev again"
+    build_sysfs(tmp_path, [A10_PCI])
+    assert [c.product for c in pci_only.detect()] == ["H100 SXM5 80GB", "A10"]
+    assert len(reads) == 2, "a card added to the bus reads the names again"
+    pci_only.detect()
+    assert len(reads) == 2
+
+
+def test_bus_names_follow_the_set_of_addresses() -> None:
+    reads: list[int] = []
+
+    def source() -> dict[str, str]:
+        reads.append(1)
+        return {"a": str(len(reads))}
+
+    names = pci.BusNames(source)
+    assert names(["a", "b"]) == {"a": "1"}
+    assert names(["a", "b"]) == {"a": "1"}
+    assert names(["a"]) == {"a": "2"}, "a card removed reads them again"
+    assert names(["a", "c"]) == {"a": "3"}, "a card moved reads them again"

@@ -71,7 +71,7 @@ class HardwareBackend:
         self._pci_check = pci_check
         self._class_prefixes = tuple(class_prefixes)
         self._sysfs = sysfs
-        self._model_names = model_names
+        self._names = pcibus.BusNames(model_names or pcibus.default_names(sysfs))
         self._reported: dict[str, str] = {}
         self.name = "nvml" if require_library else ("auto" if use_libraries else "pci")
 
@@ -94,7 +94,7 @@ class HardwareBackend:
         return cards + (extra if cards else [])
 
     def detect(self) -> list[Card]:
-        bus = pcibus.scan(self._sysfs, self._model_names)
+        bus = pcibus.scan(self._sysfs, self._names)
         cards: list[Card] = []
         for mfr in self._manufacturers:
             found = [device for device in bus if device.belongs_to(mfr, self._class_prefixes)]
