@@ -31,7 +31,7 @@ from gpustack_operator.rules.naming.manufacturers import manufacturers as known_
 
 log = logging.getLogger(__name__)
 
-_NATIVE = (ascend, cambricon, hygon, iluvatar, metax, mthreads, thead)
+_NATIVE = (ascend, cambricon, hygon, iluvatar, metax, mthreads, nvidia, thead)
 """Vendors read through ``native.NativeDetector`` over our own ctypes bindings."""
 
 
@@ -40,7 +40,6 @@ def vendor_detectors() -> dict[str, VendorDetector]:
     Cambricon, ROCm SMI for Hygon, IXML, MXSML, MTML and HGML for Iluvatar, MetaX, Moore Threads and
     T-Head. Constructing them loads nothing: each loads its library when its cards are first on the bus."""
     detectors: dict[str, VendorDetector] = {
-        nvidia.MANUFACTURER: nvidia.NvmlDetector(),
         amd.MANUFACTURER: amd.AmdSmiDetector(),
     }
     detectors.update({module.MANUFACTURER: module.detector() for module in _NATIVE})
