@@ -3,8 +3,8 @@
 Each vendor in a fresh interpreter: VmRSS after importing the device manager's modules (what `serve` has
 loaded before it detects), then after each step detection of that vendor's cards takes: `import ctypes`
 (pyudev and every binding need it), pyudev reading the hardware database (the PCI scan does on a real
-`/sys`), the vendor's binding module (pynvml
-for NVIDIA, our ctypes bindings for the others), and, for NVIDIA only, NVML opened and initialised
+`/sys`), the vendor's binding module (our ctypes
+bindings for every vendor: `nvml` for NVIDIA), and, for NVIDIA only, NVML opened and initialised
 from the stand-in library (`standin_nvml`) and its 8 cards detected through ``HardwareBackend``, then
 after 1,000 detections more (the resident set grows with the first detections, pyudev's most, and levels
 off). The other vendors' libraries are not opened: there is no stand-in for them, so their row stops at
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 BINDINGS = {
-    "nvidia": "pynvml",
+    "nvidia": "gpustack_operator.device_manager.detector.nvml",
     "ascend": "gpustack_operator.device_manager.detector.dcmi",
     "cambricon": "gpustack_operator.device_manager.detector.cndev",
     "hygon": "gpustack_operator.device_manager.detector.rsmi",

@@ -78,9 +78,10 @@ def normalize_bus_id(text: str) -> str:
     return f"{domain:04x}:{parts[1]}:{parts[2]}"
 
 
-def _read(path: Path) -> str:
+def _read(path: str) -> str:
     try:
-        return path.read_text().strip()
+        with open(path) as file:
+            return file.read().strip()
     except OSError:
         return ""
 
@@ -89,9 +90,9 @@ def _hex(text: str) -> str:
     return text.lower().removeprefix("0x")
 
 
-def _root_of(device_dir: Path) -> str:
+def _root_of(device_dir: str) -> str:
     """The `pciDDDD:BB` component of the device's real path, as `DDDD:BB`."""
-    for part in Path(os.path.realpath(device_dir)).parts:
+    for part in os.path.realpath(device_dir).split(os.sep):
         if part.startswith("pci") and ":" in part:
             return part.removeprefix("pci")
     return ""
@@ -138,26 +139,29 @@ def default_names(root: Path) -> ModelNames:
 
 def scan(root: Path = SYSFS, names: BusNames | None = None) -> list[PciDevice]:
     """Every PCI function under ``root`` (sorted by address); [] when the bus is not visible. ``names``
-    (default: read once for this scan) gives the product names."""
-    devices_dir = root / "bus" / "pci" / "devices"
+    (default: read once for this scan) gives the product names. Plain ``os`` calls on strings, not
+    pathlib: pathlib interns every path component it parses, and interning and freeing them on every
+    monitor period grew the interpreter's table of interned strings (one 0.9 MB resize, measured)."""
+    devices_dir = os.path.join(root, "bus", "pci", "devices")
     try:
-        entries = sorted(devices_dir.iterdir())
+        addresses = sorted(os.listdir(devices_dir))
     except OSError:
         return []
-    names_of = (names or BusNames(default_names(root)))([entry.name for entry in entries])
+    names_of = (names or BusNames(default_names(root)))(addresses)
     found = []
-    for entry in entries:
-        numa = _read(entry / "numa_node")
+    for address in addresses:
+        entry = os.path.join(devices_dir, address)
+        numa = _read(os.path.join(entry, "numa_node"))
         found.append(
             PciDevice(
-                address=entry.name,
-                vendor=_hex(_read(entry / "vendor")),
-                device=_hex(_read(entry / "device")),
-                pci_class=_hex(_read(entry / "class")),
+                address=address,
+                vendor=_hex(_read(os.path.join(entry, "vendor"))),
+                device=_hex(_read(os.path.join(entry, "device"))),
+                pci_class=_hex(_read(os.path.join(entry, "class"))),
                 numa_node="" if numa.startswith("-") else numa,
-                cpu_affinity=_read(entry / "local_cpulist"),
+                cpu_affinity=_read(os.path.join(entry, "local_cpulist")),
                 root=_root_of(entry),
-                model=names_of.get(entry.name, ""),
+                model=names_of.get(address, ""),
             )
         )
     return found
