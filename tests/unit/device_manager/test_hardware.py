@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -67,7 +68,9 @@ def test_nvml_cards_get_topology_from_the_bus(tmp_path: Path) -> None:
 def test_nvml_that_will_not_initialise_still_reports_every_card_from_pci_facts(tmp_path: Path) -> None:
     nvml = record_nvml([H100], init=DRIVER_NOT_LOADED)
     names = {"0000:18:00.0": "GH100 [H100 SXM5 80GB]"}
-    cards = backend(tmp_path, [H100_PCI, A10_PCI, NVIDIA_AUDIO], nvml, model_names=lambda: names).detect()
+    cards = backend(
+        tmp_path, [H100_PCI, A10_PCI, NVIDIA_AUDIO], nvml, model_names=lambda addresses: names
+    ).detect()
     assert [(c.product, c.index, c.uuid) for c in cards] == [
         ("H100 SXM5 80GB", 0, "pci-0000-18-00.0"),
         ("PCI 10de:2236", 1, "pci-0000-3b-00.0"),
@@ -201,7 +204,7 @@ def test_library_unavailable_is_a_detection_error() -> None:
 def test_udev_names_are_read_once_per_bus_and_again_when_it_changes(tmp_path: Path) -> None:
     reads: list[int] = []
 
-    def names() -> dict[str, str]:
+    def names(addresses: Sequence[str]) -> dict[str, str]:
         reads.append(1)
         return {"0000:18:00.0": "GH100 [H100 SXM5 80GB]", "0000:3b:00.0": "GA102GL [A10]"}
 
@@ -221,7 +224,7 @@ def test_udev_names_are_read_once_per_bus_and_again_when_it_changes(tmp_path: Pa
 def test_bus_names_follow_the_set_of_addresses() -> None:
     reads: list[int] = []
 
-    def source() -> dict[str, str]:
+    def source(addresses: Sequence[str]) -> dict[str, str]:
         reads.append(1)
         return {"a": str(len(reads))}
 
@@ -230,3 +233,14 @@ def test_bus_names_follow_the_set_of_addresses() -> None:
     assert names(["a", "b"]) == {"a": "1"}
     assert names(["a"]) == {"a": "2"}, "a card removed reads them again"
     assert names(["a", "c"]) == {"a": "3"}, "a card moved reads them again"
+
+
+def test_udev_names_come_from_udevs_database_files(tmp_path: Path) -> None:
+    (tmp_path / "+pci:0000:18:00.0").write_text(
+        "S:bus/pci/0000:18:00.0\nI:1733\nE:ID_PCI_CLASS_FROM_DATABASE=Display controller\n"
+        "E:ID_VENDOR_FROM_DATABASE=NVIDIA Corporation\nE:ID_MODEL_FROM_DATABASE=GH100 [H100 SXM5 80GB]\nG:x\n"
+    )
+    (tmp_path / "+pci:0000:01:00.0").write_text("I:1733\nE:ID_VENDOR_FROM_DATABASE=Intel Corporation\n")
+    addresses = ["0000:01:00.0", "0000:18:00.0", "0000:3b:00.0"]
+    assert pci.udev_model_names(addresses, tmp_path) == {"0000:18:00.0": "GH100 [H100 SXM5 80GB]"}
+    assert pci.udev_model_names(addresses, tmp_path / "no-udev") == {}, "no /run/udev in the container"
