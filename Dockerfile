@@ -42,10 +42,7 @@ RUN echo /usr/local/vgpu/libvgpu.so > /opt/gpustack/lib/nvidia/ld.so.preload \
 
 # ---- the image ----
 FROM ${PYTHON_IMAGE}
-# libudev: pyudev's PCI enumeration in the device manager.
-RUN apt-get update \
- && apt-get install -y --no-install-recommends libudev1 \
- && rm -rf /var/lib/apt/lists/*
+# No libudev: the device manager reads udev's product names from /run/udev/data itself (detector/pci.py).
 COPY --from=builder /wheels /wheels
 RUN pip install --no-cache-dir --no-index --find-links=/wheels gpustack-operator \
  && rm -rf /wheels

@@ -17,18 +17,18 @@ detections at the sandbox's 5 s period) and once more after `--soak` seconds of 
 (SOAK_PERIOD, restarted with that `--monitor-period`).
 
 Then it restarts the in-cluster manager as a real node runs it: `--backend auto` instead of the simulated
-backend, so the PCI scan, pyudev's hardware database, pynvml and NVML are all loaded and called every
+backend, so the PCI scan, udev's product names, our NVML binding and NVML are all loaded and called every
 monitor period. No GPU here: `standin_nvml` compiles (gcc) a stand-in `libnvidia-ml.so.1` answering for the
 same 8 H100s the simulated backend gives the node (same UUIDs and bus IDs, so the Pods' allocations still
-match), found through `LD_LIBRARY_PATH` as pynvml loads it, and writes a sysfs tree showing those cards on
-the bus (the `-c` wrapper points `detector.pci.SYSFS` at it, as it points the service-account directory at
-the stand-in mount; the detector itself is unchanged). The stand-in counts the detections it answered.
-The real NVML library is larger than the stand-in (see the README: about 2 MB of code, plus what
-`nvmlInit` allocates), so these figures are a floor for an NVIDIA node, exact for the Python side.
+match), found through `LD_LIBRARY_PATH` as the binding loads it, and writes a sysfs tree showing those cards
+on the bus (the `-c` wrapper points `detector.pci.SYSFS` at it, as it points the service-account directory
+at the stand-in mount; the detector itself is unchanged). The stand-in counts the detections it answered.
+The real NVML library is larger than the stand-in (see the README: about 2 MB of code, plus what `nvmlInit`
+allocates), so these figures are a floor for an NVIDIA node, exact for the Python side.
 
 Before the sandbox, `binding_costs` splits that cost per vendor in fresh interpreters: the device manager's
-modules, then `import ctypes`, pyudev's hardware database, the vendor's binding module, and (NVIDIA only)
-the stand-in library opened with 8 cards detected and 1,000 detections more.
+modules, then `import ctypes`, udev's product names, the vendor's binding module, and (NVIDIA only) the
+stand-in library opened with 8 cards detected and 1,000 detections more.
 
 Baseline, same run, same machine: the VmRSS of a bare `python -c` with the same interpreter, read by
 itself. Printed: each VmRSS in MB with its anonymous part (the rest is mapped from files: the interpreter,
@@ -311,7 +311,7 @@ async def main(settle: float, soak: float) -> None:
     report(f"in-cluster, --backend auto, {got.detections[0]} detections", got.with_nvml, baseline)
     report(f"in-cluster, --backend auto, {got.detections[1]} detections", got.soaked, baseline)
     print(f"  (the soaks: {soak:.0f} s each, both backends detecting every {SOAK_PERIOD})")
-    print(f"  (--backend auto: PCI scan + pyudev + pynvml + stand-in NVML; it reported {got.detected})")
+    print(f"  (--backend auto: PCI scan + udev names + NVML binding + stand-in; it reported {got.detected})")
     binding_costs.report(costs)
 
 

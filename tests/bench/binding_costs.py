@@ -2,13 +2,12 @@
 
 Each vendor in a fresh interpreter: VmRSS after importing the device manager's modules (what `serve` has
 loaded before it detects), then after each step detection of that vendor's cards takes: `import ctypes`
-(pyudev and every binding need it), pyudev reading the hardware database (the PCI scan does on a real
-`/sys`), the vendor's binding module (pynvml
-for NVIDIA, our ctypes bindings for the others), and, for NVIDIA only, NVML opened and initialised
-from the stand-in library (`standin_nvml`) and its 8 cards detected through ``HardwareBackend``, then
-after 1,000 detections more (the resident set grows with the first detections, pyudev's most, and levels
-off). The other vendors' libraries are not opened: there is no stand-in for them, so their row stops at
-the import.
+(every binding needs it), udev's product names read from its database (the PCI scan does on a real `/sys`),
+the vendor's binding module (our ctypes bindings for every vendor: `nvml` for NVIDIA), and, for NVIDIA only,
+NVML opened and initialised from the stand-in library (`standin_nvml`) and its 8 cards detected through
+``HardwareBackend``, then after 1,000 detections more (the resident set grows with the first detections and
+levels off). The other vendors' libraries are not opened: there is no stand-in for them, so their row stops
+at the import.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 BINDINGS = {
-    "nvidia": "pynvml",
+    "nvidia": "gpustack_operator.device_manager.detector.nvml",
     "ascend": "gpustack_operator.device_manager.detector.dcmi",
     "cambricon": "gpustack_operator.device_manager.detector.cndev",
     "hygon": "gpustack_operator.device_manager.detector.rsmi",
@@ -31,14 +30,14 @@ BINDINGS = {
 }
 """The module each vendor's detector imports on first finding its cards (amdsmi is not installed here)."""
 
-STEPS = ("device manager modules", "+ ctypes", "+ pyudev hardware database", "+ binding module")
+STEPS = ("device manager modules", "+ ctypes", "+ udev names", "+ binding module")
 
 REPEATS = 1000
 
 CHILD = (
     f"REPEATS = {REPEATS}\n"
     + r"""
-import importlib, json, sys
+import importlib, json, os, sys
 from pathlib import Path
 
 def rss():
@@ -53,7 +52,7 @@ import gpustack_operator.kube.incluster
 steps.append(rss())
 import ctypes
 steps.append(rss())
-pci.udev_model_names()
+pci.udev_model_names(sorted(os.listdir('/sys/bus/pci/devices')))
 steps.append(rss())
 importlib.import_module(sys.argv[1])
 steps.append(rss())

@@ -1,18 +1,18 @@
 """A stand-in `libnvidia-ml.so.1` and a fake PCI bus: a benchmark loads real NVIDIA detection without a GPU.
 
 `device-manager serve --backend auto` on a node of 8 H100s scans `/sys/bus/pci/devices`, finds NVIDIA's
-cards, imports `pynvml` (nvidia-ml-py, 8,000 lines of ctypes declarations) and dlopens `libnvidia-ml.so.1`.
-To measure that path's memory here, this module writes a sysfs tree with the cards (the unit tests'
-``build_sysfs``) and compiles, with the system's gcc, a small C library exporting every NVML function our
-``detector/nvidia.py`` reaches through pynvml, answering for the same cards the sandbox's simulated backend
-gives the node (same UUIDs, bus IDs, product and VRAM), so the kubelet stand-in, the ledger and the Pods on
-the node see the same cards whichever backend runs. pynvml finds it through `LD_LIBRARY_PATH`
+cards, imports our NVML binding (`detector/nvml.py`, ctypes) and dlopens `libnvidia-ml.so.1`. To measure
+that path's memory here, this module writes a sysfs tree with the cards (the unit tests' ``build_sysfs``)
+and compiles, with the system's gcc, a small C library exporting every NVML function our
+``detector/nvidia.py`` reaches through our binding, answering for the same cards the sandbox's simulated
+backend gives the node (same UUIDs, bus IDs, product and VRAM), so the kubelet stand-in, the ledger and the
+Pods on the node see the same cards whichever backend runs. The binding finds it through `LD_LIBRARY_PATH`
 (it loads the soname `libnvidia-ml.so.1`).
 
 What it is not: the real library. NVIDIA's `libnvidia-ml.so` is about 2 MB of code and on `nvmlInit` opens
 the driver's device nodes and allocates its own state; the stand-in is a few kilobytes and allocates
 nothing (it counts the detections it answered in the file `$NVML_STANDIN_CALLS`, when set). The Python
-side (pynvml, ctypes, the detector's calls and objects) is measured as it is.
+side (the binding, ctypes, the detector's calls and objects) is measured as it is.
 """
 
 from __future__ import annotations

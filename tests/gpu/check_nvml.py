@@ -100,8 +100,8 @@ def real_detection() -> tuple[int, dict[str, Any], list[str]]:
 
 
 def _why(stderr: str) -> str:
-    if "Library Not Found" in stderr or "not installed" in stderr:
-        return "NVML not found (no libnvidia-ml.so.1 on the loader's path, or nvidia-ml-py missing)"
+    if "cannot be loaded from" in stderr:
+        return "NVML not found (no libnvidia-ml.so.1 on the loader's path)"
     return "detect failed"
 
 

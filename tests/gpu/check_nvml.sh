@@ -11,9 +11,9 @@ fi
 export PYTHONPATH="$root/src:$root${PYTHONPATH:+:$PYTHONPATH}"
 cd "$root"
 [[ -n "${OUT:-}" ]] && mkdir -p "$OUT"
-if ! missing="$("$python" -c 'import gpustack_operator.device_manager.command, pynvml' 2>&1)"; then
+if ! missing="$("$python" -c 'import gpustack_operator.device_manager.command' 2>&1)"; then
     {
-        echo "check_nvml: $python cannot import the device manager and pynvml:"
+        echo "check_nvml: $python cannot import the device manager:"
         echo "$missing" | tail -n 1
         echo "check_nvml: run 'make setup' (or set PYTHON to an interpreter with the packages of setup.cfg)"
     } | tee ${OUT:+"$OUT/nvml-report.txt"} >&2

@@ -31,7 +31,7 @@ from gpustack_operator.rules.naming.manufacturers import manufacturers as known_
 
 log = logging.getLogger(__name__)
 
-_NATIVE = (ascend, cambricon, hygon, iluvatar, metax, mthreads, thead)
+_NATIVE = (ascend, cambricon, hygon, iluvatar, metax, mthreads, nvidia, thead)
 """Vendors read through ``native.NativeDetector`` over our own ctypes bindings."""
 
 
@@ -40,7 +40,6 @@ def vendor_detectors() -> dict[str, VendorDetector]:
     Cambricon, ROCm SMI for Hygon, IXML, MXSML, MTML and HGML for Iluvatar, MetaX, Moore Threads and
     T-Head. Constructing them loads nothing: each loads its library when its cards are first on the bus."""
     detectors: dict[str, VendorDetector] = {
-        nvidia.MANUFACTURER: nvidia.NvmlDetector(),
         amd.MANUFACTURER: amd.AmdSmiDetector(),
     }
     detectors.update({module.MANUFACTURER: module.detector() for module in _NATIVE})
@@ -71,7 +70,7 @@ class HardwareBackend:
         self._pci_check = pci_check
         self._class_prefixes = tuple(class_prefixes)
         self._sysfs = sysfs
-        self._model_names = model_names
+        self._names = pcibus.BusNames(model_names or pcibus.default_names(sysfs))
         self._reported: dict[str, str] = {}
         self.name = "nvml" if require_library else ("auto" if use_libraries else "pci")
 
@@ -94,7 +93,7 @@ class HardwareBackend:
         return cards + (extra if cards else [])
 
     def detect(self) -> list[Card]:
-        bus = pcibus.scan(self._sysfs, self._model_names)
+        bus = pcibus.scan(self._sysfs, self._names)
         cards: list[Card] = []
         for mfr in self._manufacturers:
             found = [device for device in bus if device.belongs_to(mfr, self._class_prefixes)]

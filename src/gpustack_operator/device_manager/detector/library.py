@@ -1,7 +1,8 @@
 """A vendor's Python binding, imported and initialised on first use and kept open for the process.
 
-NVML and amdsmi share this life cycle: a node without the library (or without the driver) must still be
-reported from PCI facts, so a missing import or a failing init becomes LibraryUnavailableError with the
+amdsmi (AMD's own Python binding) is read this way; every other vendor, NVIDIA's NVML included, through
+our ctypes bindings (``clib``, ``native``). A node without the library (or without the driver) must still
+be reported from PCI facts, so a missing import or a failing init becomes LibraryUnavailableError with the
 reason, and tests inject a recorded stand-in module instead of importing the real one.
 """
 

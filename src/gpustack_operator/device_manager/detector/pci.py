@@ -3,15 +3,23 @@
 Every vendor library can be missing, too old or broken on a node; the bus cannot. Scanning
 ``/sys/bus/pci/devices`` for the manufacturers' vendor IDs and the accelerator class prefixes
 (``GPUSTACK_PCI_CLASS_PREFIXES``) tells us a card is there, where it sits (NUMA node, local CPUs, host
-bridge) and, through pyudev's hardware database where udev runs, its marketing name. Library detectors
-use it to fill in topology; when a library is unusable the card is still reported from these facts.
+bridge) and, from udev's database where udev runs and its database is visible, its marketing name.
+Library detectors use it to fill in topology; when a library is unusable the card is still reported from
+these facts.
+
+The names are read once per set of PCI addresses (``BusNames``) and again only when the bus changes: a
+name does not change while the card stays in its slot, and reading them through pyudev on every
+detection grew the device manager's resident set by about 1.35 MB over the first thousand detections
+(libudev's allocations). They are read from udev's database files directly (``udev_model_names``), as
+libudev reads them: importing pyudev and opening a libudev context cost the device manager 0.4 MB for a
+property that is one line of a text file.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -22,8 +30,12 @@ log = logging.getLogger(__name__)
 
 SYSFS = Path("/sys")
 
-ModelNames = Callable[[], Mapping[str, str]]
-"""Where product names come from: PCI address -> name (the udev hardware database by default)."""
+UDEV_DATA = Path("/run/udev/data")
+"""udev's database of the devices it has processed: one file per device, `+pci:<address>` for a PCI
+function, one `E:KEY=value` line per property."""
+
+ModelNames = Callable[[Sequence[str]], Mapping[str, str]]
+"""Where product names come from: the bus's PCI addresses -> {address: name} (udev's database by default)."""
 
 
 @dataclass(frozen=True)
@@ -73,9 +85,10 @@ def normalize_bus_id(text: str) -> str:
     return f"{domain:04x}:{parts[1]}:{parts[2]}"
 
 
-def _read(path: Path) -> str:
+def _read(path: str) -> str:
     try:
-        return path.read_text().strip()
+        with open(path) as file:
+            return file.read().strip()
     except OSError:
         return ""
 
@@ -84,52 +97,82 @@ def _hex(text: str) -> str:
     return text.lower().removeprefix("0x")
 
 
-def _root_of(device_dir: Path) -> str:
+def _root_of(device_dir: str) -> str:
     """The `pciDDDD:BB` component of the device's real path, as `DDDD:BB`."""
-    for part in Path(os.path.realpath(device_dir)).parts:
+    for part in os.path.realpath(device_dir).split(os.sep):
         if part.startswith("pci") and ":" in part:
             return part.removeprefix("pci")
     return ""
 
 
-def udev_model_names() -> dict[str, str]:
-    """PCI address -> marketing name from udev's hardware database ({} without pyudev or udev)."""
-    try:
-        import pyudev
-    except ImportError:
-        return {}
+def udev_model_names(addresses: Sequence[str], data: Path = UDEV_DATA) -> dict[str, str]:
+    """PCI address -> marketing name: the `ID_MODEL_FROM_DATABASE` property udev's hardware database gave
+    the device when udev added it, from udev's database (``data``, what libudev and pyudev read); {} for
+    a device udev has no record of, or where the database is not visible (a container without /run/udev)."""
     names: dict[str, str] = {}
-    try:
-        for device in pyudev.Context().list_devices(subsystem="pci"):
-            model = str(device.properties.get("ID_MODEL_FROM_DATABASE", ""))
-            if model:
-                names[str(device.sys_name)] = model
-    except Exception as exc:  # pyudev surfaces libudev failures as assorted errors
-        log.debug("udev hardware database unavailable: %s", exc)
+    for address in addresses:
+        try:
+            with open(os.path.join(data, f"+pci:{address}"), encoding="utf-8", errors="replace") as record:
+                for line in record:
+                    if line.startswith("E:ID_MODEL_FROM_DATABASE="):
+                        names[address] = line.partition("=")[2].strip()
+                        break
+        except OSError:
+            continue
     return names
 
 
-def scan(root: Path = SYSFS, model_names: ModelNames | None = None) -> list[PciDevice]:
-    """Every PCI function under ``root`` (sorted by address); [] when the bus is not visible."""
-    devices_dir = root / "bus" / "pci" / "devices"
+def no_names(addresses: Sequence[str]) -> dict[str, str]:
+    return {}
+
+
+class BusNames:
+    """Product names per PCI address, read from ``source`` once per set of addresses on the bus: a
+    detection on the same bus reuses them; a card added, removed or moved reads them again."""
+
+    def __init__(self, source: ModelNames) -> None:
+        self._source = source
+        self._addresses: tuple[str, ...] | None = None
+        self._names: Mapping[str, str] = {}
+
+    def __call__(self, addresses: Sequence[str]) -> Mapping[str, str]:
+        key = tuple(addresses)
+        if key != self._addresses:
+            self._names = self._source(key)
+            self._addresses = key
+        return self._names
+
+
+def default_names(root: Path) -> ModelNames:
+    """udev's hardware database for the real bus; no names for any other tree (a test's, a bench's)."""
+    return udev_model_names if root == SYSFS else no_names
+
+
+def scan(root: Path = SYSFS, names: BusNames | None = None) -> list[PciDevice]:
+    """Every PCI function under ``root`` (sorted by address); [] when the bus is not visible. ``names``
+    (default: read once for this scan) gives the product names. Plain ``os`` calls on strings, not
+    pathlib: pathlib interns every path component it parses, and interning and freeing them on every
+    monitor period grew the interpreter's table of interned strings (one 0.9 MB resize, measured)."""
+    devices_dir = os.path.join(root, "bus", "pci", "devices")
     try:
-        entries = sorted(devices_dir.iterdir())
+        addresses = sorted(os.listdir(devices_dir))
     except OSError:
         return []
-    names = (model_names or (udev_model_names if root == SYSFS else dict))()
+    names_of = (names or BusNames(default_names(root)))(addresses)
     found = []
-    for entry in entries:
-        numa = _read(entry / "numa_node")
+    for address in addresses:
+        entry = os.path.join(devices_dir, address)
+        numa = _read(os.path.join(entry, "numa_node"))
         found.append(
             PciDevice(
-                address=entry.name,
-                vendor=_hex(_read(entry / "vendor")),
-                device=_hex(_read(entry / "device")),
-                pci_class=_hex(_read(entry / "class")),
+                address=address,
+                vendor=_hex(_read(os.path.join(entry, "vendor"))),
+                device=_hex(_read(os.path.join(entry, "device"))),
+                pci_class=_hex(_read(os.path.join(entry, "class"))),
                 numa_node="" if numa.startswith("-") else numa,
-                cpu_affinity=_read(entry / "local_cpulist"),
+                cpu_affinity=_read(os.path.join(entry, "local_cpulist")),
                 root=_root_of(entry),
-                model=names.get(entry.name, ""),
+                model=names_of.get(address, ""),
             )
         )
     return found
