@@ -55,6 +55,7 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
 from tests.bench.bench_chain import Worker, control_only_sandbox
 from tests.helpers import eventually
 from tests.integration.test_worker_webhooks import accelerated_type
@@ -381,12 +382,53 @@ async def folded(kube: Client, pod: JSONObj, want: bool) -> bool:
     return (units_of(await dry_run(kube, pod)) is not None) == want
 
 
+Durations = dict[tuple[str, str], tuple[float, float]]
+"""(family, label) -> (sum of seconds, count) of kube-apiserver's admission histograms."""
+
+
+async def admission_durations(kube: Client) -> Durations:
+    """kube-apiserver's own admission timings so far: per webhook (`apiserver_admission_webhook_…`, by name)
+    and per phase (`apiserver_admission_step_…`, admit or validate)."""
+    text = b""
+    async with kube.stream_bytes("/metrics", params={}, read_timeout=30) as chunks:
+        async for chunk in chunks:
+            text += chunk
+    found: Durations = {}
+    for family in text_string_to_metric_families(text.decode()):
+        key = {
+            "apiserver_admission_webhook_admission_duration_seconds": "name",
+            "apiserver_admission_step_admission_duration_seconds": "type",
+        }.get(family.name)
+        for sample in family.samples if key else ():
+            part = sample.name.rsplit("_", 1)[-1]
+            if part in ("sum", "count") and sample.labels.get("operation") == "CREATE":
+                label = (family.name, sample.labels[key])
+                total, count = found.get(label, (0.0, 0.0))
+                found[label] = (
+                    (total + sample.value, count) if part == "sum" else (total, count + sample.value)
+                )
+    return found
+
+
+def print_durations(before: Durations, after: Durations) -> None:
+    """Mean time kube-apiserver spent per create in each webhook and phase between the two readings."""
+    for (family, label), (total, count) in sorted(after.items()):
+        total0, count0 = before.get((family, label), (0.0, 0.0))
+        if count > count0:
+            what = "webhook" if "webhook" in family else "phase"
+            mean = 1000 * (total - total0) / (count - count0)
+            print(f"    kube-apiserver, {what} {label}: {mean:.2f} ms mean")
+
+
 async def through_api(kube: Client, pod: JSONObj, args: argparse.Namespace, what: str) -> Load:
     async def send() -> None:
         await dry_run(kube, pod)
 
     await warm_up(send)
-    return await open_loop(what, send, args.api_rate, args.seconds, args.in_flight)
+    before = await admission_durations(kube)
+    load = await open_loop(what, send, args.api_rate, args.seconds, args.in_flight)
+    print_durations(before, await admission_durations(kube))
+    return load
 
 
 CONFIGURATIONS = (
