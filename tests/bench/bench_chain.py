@@ -210,11 +210,15 @@ class Worker:
             self.proc.send_signal(signal.SIGTERM)
             await asyncio.wait_for(self.proc.wait(), 60)
 
-    async def requests(self) -> Counter[tuple[str, str, str]]:
-        """(method, resource, code) -> requests sent so far, from the worker's /metrics."""
+    async def metrics(self) -> str:
+        """The worker's /metrics as text."""
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         async with aiohttp.ClientSession() as session, session.get(url) as resp:
-            text = await resp.text()
+            return await resp.text()
+
+    async def requests(self) -> Counter[tuple[str, str, str]]:
+        """(method, resource, code) -> requests sent so far, from the worker's /metrics."""
+        text = await self.metrics()
         found: Counter[tuple[str, str, str]] = Counter()
         pattern = re.compile(
             r'^gpustack_rest_client_requests_total\{code="(\d+)",method="(\w+)",resource="([^"]+)"\} (\S+)$'

@@ -472,8 +472,12 @@ async def through_no_op(
     Pod, with a one-label patch from the mutating one when `patching`."""
     what = "with no-op webhooks, " + ("a one-label patch" if patching else "no patch")
     async with baseline_process(cert_dir) as (port, pid):
-        for (res, _), config in zip(CONFIGURATIONS, ours, strict=True):
-            await kube.create(res, no_op_configuration(config, port, patching))
+        created = [
+            (res, no_op_configuration(config, port, patching))
+            for (res, _), config in zip(CONFIGURATIONS, ours, strict=True)
+        ]
+        for res, config in created:
+            await kube.create(res, config)
         try:
             await eventually(
                 partial(probed, kube, pod, True), timeout=60, what="kube-apiserver calls the no-op"
@@ -484,8 +488,8 @@ async def through_no_op(
             per_create = 1000 * cpu / max(1, len(load.latencies))
             print(f"  the no-op server's CPU per create: {per_create:.2f} ms")
         finally:
-            for (res, _), config in zip(CONFIGURATIONS, ours, strict=True):
-                await kube.delete(res, no_op_configuration(config, port, patching)["metadata"]["name"])
+            for res, config in created:
+                await kube.delete(res, config["metadata"]["name"])
     await eventually(partial(probed, kube, pod, False), timeout=60, what="the no-op webhooks gone")
     return load
 
@@ -585,9 +589,7 @@ async def run(args: argparse.Namespace) -> None:
 
 async def full_collections(worker: Worker) -> int:
     """Generation-2 garbage collections the worker has run (prometheus_client's process collector)."""
-    url = f"http://127.0.0.1:{worker.metrics_port}/metrics"
-    async with aiohttp.ClientSession() as session, session.get(url) as resp:
-        text = await resp.text()
+    text = await worker.metrics()
     line = next(x for x in text.splitlines() if x.startswith('python_gc_collections_total{generation="2"}'))
     return int(float(line.split()[-1]))
 

@@ -99,7 +99,7 @@ class Quantity:
 
         Quantities are immutable and the same few texts come back in every Pod, review and decision, so
         parses are remembered (exact arithmetic on fractions made parsing most of a Pod review's work)."""
-        return _parse(text) if cls is Quantity else cls._parse_text(text)
+        return _parse(text)
 
     @classmethod
     def _parse_text(cls, text: str) -> Quantity:

@@ -21,6 +21,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import jsonpointer
+
 from gpustack_operator.api import field
 from gpustack_operator.api.field import FieldError
 from gpustack_operator.api.json import JSONObj
@@ -101,8 +103,7 @@ def _set_resources(index: int, container: Mapping[str, Any], values: Mapping[str
             patch.append({"op": "add", "path": f"{at}/{section}", "value": dict(values)})
             continue
         for name, value in values.items():
-            key = name.replace("~", "~0").replace("/", "~1")
-            patch.append({"op": "add", "path": f"{at}/{section}/{key}", "value": value})
+            patch.append({"op": "add", "path": f"{at}/{section}/{jsonpointer.escape(name)}", "value": value})
     return patch
 
 
