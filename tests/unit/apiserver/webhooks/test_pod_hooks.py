@@ -79,3 +79,40 @@ async def test_the_fold_refuses_what_the_validating_hook_would_since_only_it_see
     )
     assert twice.status is not None
     assert "already requested by spec.containers[0]" in twice.status.message
+
+
+PERCENTAGE = {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "25"}
+
+
+def both(values: dict[str, str]) -> dict[str, Any]:
+    """Resources as kube-apiserver stores them: the requests defaulted from the limits."""
+    return {"resources": {"limits": dict(values), "requests": dict(values)}}
+
+
+async def test_the_validating_hook_accepts_a_slice_folded_as_the_rule_folds_it() -> None:
+    folded = {
+        **PERCENTAGE,
+        "nvidia.com/gpu.sliced.units": "400k",
+        "nvidia.com/gpu.sliced.cores-percentage": "100",
+    }
+    verdict = await hooks().validate(review([{"name": "main", **both(folded)}]))
+    assert verdict.allowed, verdict.status
+
+
+async def test_the_validating_hook_refuses_a_slice_nobody_folded_or_folded_otherwise() -> None:
+    """The fold policy missing (no units) or disagreeing with the rule (other units): refused, naming
+    the policy, never admitted at a size the ledger would not charge."""
+    unfolded = await hooks().validate(review([{"name": "main", **both(PERCENTAGE)}]))
+    assert unfolded.status is not None
+    assert unfolded.status.code == 422
+    message = unfolded.status.message
+    assert "spec.containers[0].resources.limits[nvidia.com/gpu.sliced.units]" in message
+    assert "the fold makes it 400k: the MutatingAdmissionPolicy gpustack-worker-fold did not fold" in message
+    wrong = {
+        **PERCENTAGE,
+        "nvidia.com/gpu.sliced.units": "399999",
+        "nvidia.com/gpu.sliced.cores-percentage": "100",
+    }
+    otherwise = await hooks().validate(review([{"name": "main", **both(wrong)}]))
+    assert otherwise.status is not None
+    assert "spec.containers[0].resources.requests[nvidia.com/gpu.sliced.units]" in otherwise.status.message
