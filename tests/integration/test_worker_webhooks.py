@@ -30,13 +30,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import QUEUE_ENTRANCE_LABEL
-from gpustack_operator.api.quantity import Quantity
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
 from gpustack_operator.kube.resources import INSTANCE_TYPES, INSTANCES
 from gpustack_operator.rules.naming.queues import format_local_queue_name
-from gpustack_operator.rules.naming.resources import acceleratable_bases
-from gpustack_operator.rules.slicing.pods import sliced_defaults
 from gpustack_operator.sandbox.cluster import Sandbox
 from tests.helpers import eventually
 from tests.integration.test_admission_check import H100, LONG, h100_in_service
@@ -139,37 +136,6 @@ async def test_a_sliced_pod_is_stored_with_units_folded_from_its_memory(
         assert (stored[section][UNITS], stored[section][CORES]) == (units, cores), section
 
 
-async def test_the_policy_folds_every_whole_percentage_of_every_base_as_the_rule_does(
-    kube: Client, served: Served, card_type: str, kueue_namespace: str
-) -> None:
-    """kube-apiserver's fold (the MutatingAdmissionPolicy's CEL) against the Python rule the webhook and the
-    device manager use, on every whole percentage across every accelerator base, with and without explicit
-    cores and a second container: the same units and cores in requests and limits, nothing else changed,
-    and kube-apiserver called the validating hook for each and the mutating one never."""
-    validate, mutate = "gpustack-worker.validate.core.v1.pod", "gpustack-worker.mutate.core.v1.pod"
-    bases = sorted(acceleratable_bases())
-    before = reviews(await served.worker.metrics())
-    for percentage in range(1, 101):
-        base = bases[percentage % len(bases)]
-        limits = {f"{base}.sliced": "1", f"{base}.sliced.memory-percentage": str(percentage), "cpu": "1"}
-        if percentage % 3 == 0:
-            limits[f"{base}.sliced.cores-percentage"] = str(101 - percentage)
-        containers = [limits] if percentage % 4 else [limits, {"memory": "1Gi"}]
-        manifest = queued_pod(kueue_namespace, card_type, *containers)
-        pod = await kube.create(resources.PODS, manifest, kueue_namespace, dry_run=True)
-        asked = {name: Quantity.parse(value) for name, value in limits.items()}
-        want = asked | sliced_defaults(asked, base, None)
-        for section in ("requests", "limits"):
-            got = pod["spec"]["containers"][0]["resources"][section]
-            assert {name: Quantity.parse(value) for name, value in got.items()} == want, (percentage, section)
-        assert [c.get("resources") for c in pod["spec"]["containers"][1:]] == [
-            {"limits": {"memory": "1Gi"}, "requests": {"memory": "1Gi"}}
-        ] * (len(containers) - 1)
-    after = reviews(await served.worker.metrics())
-    assert after.get((validate, "allowed"), 0.0) - before.get((validate, "allowed"), 0.0) == 100
-    assert sum(n - before.get(k, 0.0) for k, n in after.items() if k[0] == mutate) == 0
-
-
 async def test_a_sliced_main_container_beside_a_sidecar_without_resources_is_accepted(
     kubectl: Kubectl, card_type: str, kueue_namespace: str
 ) -> None:
@@ -245,17 +211,18 @@ async def test_the_worker_times_every_review_by_webhook_and_outcome(
     before = reviews(await served.worker.metrics())
     refused, _ = await create(kubectl, queued_pod(kueue_namespace, card_type, {GPU: "1"}, {GPU: "1"}))
     assert refused is None
-    for memory in ({MEM_PCT: "25"}, {MEM_MIB: "4096"}):
-        admitted, err = await create(kubectl, queued_pod(kueue_namespace, card_type, {SLICED: "1", **memory}))
-        assert admitted is not None, err
+    admitted, err = await create(
+        kubectl, queued_pod(kueue_namespace, card_type, {SLICED: "1", MEM_PCT: "25"})
+    )
+    assert admitted is not None, err
     after = reviews(await served.worker.metrics())
 
     def more(key: tuple[str, str]) -> float:
         return after.get(key, 0.0) - before.get(key, 0.0)
 
     assert more((validate, "denied")) == 1  # the whole-card Pod: nothing to fold, only checked
-    assert more((validate, "allowed")) == 1  # the percentage slice: folded by the policy, checked here
-    assert more((mutate, "allowed")) == 1  # the MiB slice: folded and checked in one call
+    assert more((validate, "allowed")) == 0  # the sliced Pod: folded and checked in one call
+    assert more((mutate, "allowed")) == 1
     assert more((validate, "error")) == more((mutate, "error")) == 0
     text = await served.worker.metrics()
     assert f'gpustack_webhook_latency_seconds_bucket{{le="0.1",outcome="allowed",webhook="{mutate}"}}' in text
@@ -264,9 +231,8 @@ async def test_the_worker_times_every_review_by_webhook_and_outcome(
 async def test_each_pod_webhook_is_called_only_for_pods_it_acts_on(
     kubectl: Kubectl, served: Served, card_type: str, kueue_namespace: str
 ) -> None:
-    """kube-apiserver's matchConditions: a queued CPU-only Pod makes no round trip to us, any other one
-    exactly one: to the validating hook for a whole-card Pod and for a slice by memory percentage (folded
-    by kube-apiserver's policy, checked by us), to the mutating hook (fold and checks) for a slice by MiB."""
+    """kube-apiserver's matchConditions: a queued CPU-only Pod makes no round trip to us, any other one: to
+    the validating hook for a whole-card Pod, to the mutating hook (fold and checks) for a sliced one."""
     validate, mutate = "gpustack-worker.validate.core.v1.pod", "gpustack-worker.mutate.core.v1.pod"
 
     async def calls(*limits: dict[str, str]) -> dict[str, float]:
@@ -281,8 +247,7 @@ async def test_each_pod_webhook_is_called_only_for_pods_it_acts_on(
 
     assert await calls({"cpu": "1"}, {}) == {validate: 0, mutate: 0}
     assert await calls({"cpu": "1"}, {GPU: "1"}) == {validate: 1, mutate: 0}
-    assert await calls({"cpu": "1", SLICED: "1", MEM_PCT: "20"}) == {validate: 1, mutate: 0}
-    assert await calls({"cpu": "1", SLICED: "1", MEM_MIB: "4096"}) == {validate: 0, mutate: 1}
+    assert await calls({"cpu": "1", SLICED: "1", MEM_PCT: "20"}) == {validate: 0, mutate: 1}
 
 
 async def test_memory_mib_without_an_instance_type_behind_the_queue_is_refused(

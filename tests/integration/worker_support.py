@@ -22,7 +22,6 @@ from typing import Any
 
 import aiohttp
 
-from gpustack_operator.apiserver.webhooks.pod_routing import FOLD_POLICY
 from gpustack_operator.apiserver.webhooks.server import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION
 from gpustack_operator.kube import resources
 from gpustack_operator.kube.client import Client
@@ -37,10 +36,7 @@ SETTINGS_APISERVICE = "v1.gpustack.ai"
 WEBHOOK_CONFIGURATIONS = (
     (resources.MUTATING_WEBHOOKS, MUTATING_CONFIGURATION),
     (resources.VALIDATING_WEBHOOKS, VALIDATING_CONFIGURATION),
-    (resources.MUTATING_POLICIES, FOLD_POLICY),
-    (resources.MUTATING_POLICY_BINDINGS, FOLD_POLICY),
 )
-"""What Prepare installs for admission (the fold policy too: the sandbox's Kubernetes serves it)."""
 EXECUTABLE = Path(sys.executable).parent / "gpustack-operator"
 
 

@@ -22,8 +22,8 @@ import logging
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
+from typing import Any
 
 from gpustack_operator.api.conditions import status_conditions
 from gpustack_operator.api.json import JSONObj
@@ -35,8 +35,7 @@ from gpustack_operator.apiserver.webhooks.server import WebhookRoutes, configura
 from gpustack_operator.certs import pki
 from gpustack_operator.controllerkit.rbac import SYSTEM, Rule
 from gpustack_operator.kube import resources
-from gpustack_operator.kube.errors import KubeError, NotFound
-from gpustack_operator.kube.resources import Resource
+from gpustack_operator.kube.errors import KubeError
 from gpustack_operator.runtime import Supervisor
 from gpustack_operator.settings.environment import Environment
 
@@ -45,16 +44,6 @@ __all__ = ["AggregatedAPI", "AggregationOptions", "NotAvailableError"]
 log = logging.getLogger(__name__)
 
 CONFIGURATION_KINDS = (resources.MUTATING_WEBHOOKS, resources.VALIDATING_WEBHOOKS)
-POLICY_KINDS = {
-    "MutatingAdmissionPolicy": resources.MUTATING_POLICIES,
-    "MutatingAdmissionPolicyBinding": resources.MUTATING_POLICY_BINDINGS,
-}
-SLICED_FOLDS = ("auto", "policy", "webhook")
-"""Where sliced Pods are folded (`--sliced-fold`): a MutatingAdmissionPolicy where the cluster serves it,
-always the policy, or always the mutating webhook (webhooks.pod_routing)."""
-POLICY_SETTLE = 3.0
-"""Seconds a new fold policy is given to come into force before the webhooks stop folding its Pods
-(kube-apiserver 1.37 folded with it 0.6-1.0 s after it was written, in four tries on the sandbox)."""
 WEBHOOK_RECHECK = 30.0
 """Seconds between checks that our webhook configurations are still as we wrote them."""
 CA_RECHECK = 10.0
@@ -62,8 +51,6 @@ CA_RECHECK = 10.0
 RBAC: tuple[Rule, ...] = (
     Rule.of(resources.APISERVICES, "get", "create", "patch"),  # register, wait Available, re-apply the CA
     *(Rule.of(kind, "get", "create", "patch") for kind in CONFIGURATION_KINDS),  # register, keep_webhooks
-    # the same for the fold policy and its binding, deleted again by a worker told to fold in the webhook
-    *(Rule.of(kind, "get", "create", "patch", "delete") for kind in POLICY_KINDS.values()),
     # In a cluster the Service's port is read; outside one the ExternalName Service is applied.
     Rule.of(resources.SERVICES, "get", "create", "patch", namespace=SYSTEM),
 )
@@ -85,16 +72,10 @@ class AggregationOptions:
     """In a Pod the chart's Service routes to us; outside, Prepare makes an ExternalName Service."""
     webhooks: bool = True
     """Serve the admission webhooks and install their configurations (`--no-webhooks` turns it off)."""
-    sliced_fold: str = "auto"
-    """One of `SLICED_FOLDS` (`--sliced-fold`)."""
 
 
 class NotAvailableError(RuntimeError):
     """Our APIServices did not all report Available within `available_timeout`."""
-
-
-class FoldPolicyUnavailableError(RuntimeError):
-    """`--sliced-fold=policy` on a cluster that serves no MutatingAdmissionPolicy."""
 
 
 class AggregatedAPI:
@@ -120,9 +101,7 @@ class AggregatedAPI:
         self.certs = serving.load_or_create(options.cert_dir, hosts)
         self.listening = asyncio.Event()
         self.registered = asyncio.Event()
-        self._policies: list[tuple[Resource, JSONObj]] = []
-        self._hooks: list[tuple[Resource, JSONObj]] = []
-        self._by_policy: bool | None = None
+        self._configurations: list[dict[str, Any]] = []
         self._owner: list[JSONObj] = []
         self._port = options.secure_port
         self.ca_pem = self.certs.ca_pem
@@ -202,97 +181,21 @@ class AggregatedAPI:
                 self._port,
             )
         if self.webhooks is not None:
-            await self._apply_webhooks(self.webhooks, why)
-
-    async def _apply_webhooks(self, webhooks: WebhookRoutes, why: str) -> None:
-        """The fold policy (where it is used) and the webhook configurations routed for it.
-
-        kube-apiserver takes a new or changed admission policy into force about a second after it is
-        written (it recompiles them once a second), but a webhook configuration at once. So while the
-        policy is new here, every sliced Pod goes to the mutating webhook (which folds by the same rule,
-        over the policy's fold where that already ran) for `POLICY_SETTLE` seconds; only then do the
-        configurations stop sending the policy's Pods there. A Pod is never left unfolded, and the
-        validating hook's fold check would refuse one that were."""
-        by_policy = await self._fold_by_policy()
-        routed = partial(
-            configurations, webhooks.webhooks, self.namespace, self.service, self._port, self.ca_pem
-        )
-        self._policies = [
-            (POLICY_KINDS[b["kind"]], self._owned(b)) for b in (webhooks.policies if by_policy else [])
-        ]
-        self._hooks = [
-            (res, self._owned(b)) for res, b in zip(CONFIGURATION_KINDS, routed(by_policy), strict=True)
-        ]
-        if await self._drifted(self._policies):
-            settling = [
-                (res, self._owned(b)) for res, b in zip(CONFIGURATION_KINDS, routed(False), strict=True)
-            ]
-            await self._apply_all(
-                settling, f"{why} (every sliced Pod to the webhook while the policy settles)"
+            self._configurations = configurations(
+                self.webhooks.webhooks, self.namespace, self.service, self._port, self.ca_pem
             )
-            await self._apply_all(self._policies, why)
-            await asyncio.sleep(POLICY_SETTLE)
-        await self._apply_all(self._hooks, why)
-        if not by_policy and self.options.sliced_fold == "webhook" and await self._serves_policies():
-            for body in reversed(webhooks.policies):
-                await self.client.delete(POLICY_KINDS[body["kind"]], body["metadata"]["name"])
-
-    def _owned(self, body: JSONObj) -> JSONObj:
-        """A copy of `body` carrying our owner references (when Prepare was given an owner)."""
-        metadata = dict(body["metadata"])
-        if self._owner:
-            metadata["ownerReferences"] = self._owner
-        return dict(body, metadata=metadata)
-
-    async def _apply_all(self, bodies: Sequence[tuple[Resource, JSONObj]], why: str) -> None:
-        for res, body in bodies:
-            await self.client.apply(res, body)
-            count = f" ({len(body['webhooks'])} webhooks)" if "webhooks" in body else ""
-            log.info("%s: applied %s %s%s", why, res.kind, body["metadata"]["name"], count)
-
-    async def _drifted(self, bodies: Sequence[tuple[Resource, JSONObj]]) -> bool:
-        """Whether any of `bodies` is missing or not as we wrote it."""
-        for res, body in bodies:
-            if drifted(await self.client.get_or_none(res, body["metadata"]["name"]), body):
-                return True
-        return False
-
-    async def _serves_policies(self) -> bool:
-        """Whether kube-apiserver serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicies (1.36+)."""
-        res = resources.MUTATING_POLICIES
-        try:
-            found = await self.client.request("GET", f"/apis/{res.api_version}")
-        except NotFound:
-            return False
-        served = found.get("resources") if isinstance(found, dict) else None
-        return any(isinstance(r, dict) and r.get("name") == res.plural for r in served or [])
-
-    async def _fold_by_policy(self) -> bool:
-        """Decided once, at the first registration, from `--sliced-fold` and what the cluster serves."""
-        if self._by_policy is not None:
-            return self._by_policy
-        mode = self.options.sliced_fold
-        served = mode != "webhook" and await self._serves_policies()
-        if mode == "policy" and not served:
-            raise FoldPolicyUnavailableError(
-                "--sliced-fold=policy, but kube-apiserver serves no admissionregistration.k8s.io/v1 "
-                "MutatingAdmissionPolicy (Kubernetes 1.36 or later serves it); use --sliced-fold=auto "
-                "to fold sliced Pods in the mutating webhook on this cluster"
-            )
-        self._by_policy = served
-        log.info(
-            "Sliced Pods are folded %s",
-            "in kube-apiserver by the MutatingAdmissionPolicy (a whole memory percentage; the rest by the "
-            "mutating webhook)"
-            if served
-            else "by the mutating webhook "
-            + (
-                "(--sliced-fold=webhook)"
-                if mode == "webhook"
-                else "(the cluster serves no MutatingAdmissionPolicy)"
-            ),
-        )
-        return served
+            for body in self._configurations:
+                if self._owner:
+                    body["metadata"]["ownerReferences"] = self._owner
+            for res, body in zip(CONFIGURATION_KINDS, self._configurations, strict=True):
+                await self.client.apply(res, body)
+                log.info(
+                    "%s: applied %s %s (%d webhooks)",
+                    why,
+                    res.kind,
+                    body["metadata"]["name"],
+                    len(body["webhooks"]),
+                )
 
     async def keep_ca_bundle(self) -> None:
         """With `--cert-dir`: once registered, re-apply the APIServices and webhook configurations when
@@ -347,17 +250,9 @@ class AggregatedAPI:
         deleted or edited (only what we wrote is compared; server defaults beside it are fine). Runs
         until cancelled; spawn it only when the webhooks are served."""
         await self.registered.wait()
-        assert self.webhooks is not None
         while True:
             await asyncio.sleep(WEBHOOK_RECHECK)
-            try:
-                if await self._drifted(self._policies):
-                    log.warning("The sliced-Pod fold policy was deleted or changed; restoring it")
-                    await self._apply_webhooks(self.webhooks, "Restore")
-                    continue
-            except KubeError as err:
-                log.warning("Could not check the sliced-Pod fold policy: %s", err)
-            for res, body in self._hooks:
+            for res, body in zip(CONFIGURATION_KINDS, self._configurations, strict=True):
                 try:
                     live = await self.client.get_or_none(res, body["metadata"]["name"])
                     if drifted(live, body):

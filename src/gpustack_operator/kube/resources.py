@@ -70,21 +70,6 @@ VALIDATING_WEBHOOKS = Resource(
     "ValidatingWebhookConfiguration",
     namespaced=False,
 )
-MUTATING_POLICIES = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "mutatingadmissionpolicies",
-    "MutatingAdmissionPolicy",
-    namespaced=False,
-)
-"""Served from Kubernetes 1.36 (the worker folds sliced Pods with one where the cluster has it)."""
-MUTATING_POLICY_BINDINGS = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "mutatingadmissionpolicybindings",
-    "MutatingAdmissionPolicyBinding",
-    namespaced=False,
-)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True)
 CORE_EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
@@ -132,8 +117,6 @@ CORE_AND_EXTENSIONS: tuple[Resource, ...] = (
     APISERVICES,
     MUTATING_WEBHOOKS,
     VALIDATING_WEBHOOKS,
-    MUTATING_POLICIES,
-    MUTATING_POLICY_BINDINGS,
     LEASES,
     EVENTS,
     ROLEBINDINGS,

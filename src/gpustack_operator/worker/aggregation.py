@@ -16,7 +16,7 @@ from gpustack_operator.apiserver.aggregated import AggregatedAPI, AggregationOpt
 from gpustack_operator.apiserver.catalog import CATALOG
 from gpustack_operator.apiserver.served import Backends, Fitter
 from gpustack_operator.apiserver.webhooks import lookup
-from gpustack_operator.apiserver.webhooks.kinds import worker_policies, worker_webhooks
+from gpustack_operator.apiserver.webhooks.kinds import worker_webhooks
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
 from gpustack_operator.apiserver.webhooks.server import ReviewObserver, WebhookRoutes
 from gpustack_operator.controllerkit.rbac import SYSTEM, BuiltInRole, Rule
@@ -81,7 +81,7 @@ def aggregated_api(
         types.keep_managed_fields = True
         caches[resources.INSTANCE_TYPES] = types
     webhooks = (
-        WebhookRoutes(worker_webhooks(lookups, environment.pod_namespace), observe_review, worker_policies())
+        WebhookRoutes(worker_webhooks(lookups, environment.pod_namespace), observe_review)
         if options.webhooks
         else None
     )

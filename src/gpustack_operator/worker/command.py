@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpustack_operator.apiserver.aggregated import SLICED_FOLDS, AggregationOptions
+from gpustack_operator.apiserver.aggregated import AggregationOptions
 from gpustack_operator.apiserver.health import parse_address
 from gpustack_operator.kube.errors import KubeConfigError
 from gpustack_operator.rules.environ import DEFAULT_ENVIRON
@@ -188,15 +188,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "accepts InstanceTypes, Instances and sliced Pods unchecked and unfolded (development only)",
     )
     p.add_argument(
-        "--sliced-fold",
-        choices=SLICED_FOLDS,
-        default="auto",
-        help="where a sliced Pod's memory becomes card units: 'policy' in kube-apiserver, by the "
-        "MutatingAdmissionPolicy gpustack-worker-fold (Kubernetes 1.36 or later; no call to the worker "
-        "for a whole memory percentage, the rest still goes to the mutating webhook), 'webhook' always in "
-        "the worker's mutating webhook, 'auto' the policy where the cluster serves it (default: %(default)s)",
-    )
-    p.add_argument(
         "--owner-cluster-role",
         default=None,
         metavar="NAME",
@@ -240,7 +231,6 @@ def _run(args: argparse.Namespace) -> int:
             cert_dir=args.cert_dir,
             in_cluster=args.kubeconfig is None,
             webhooks=args.webhooks,
-            sliced_fold=args.sliced_fold,
         )
         if args.secure_port
         else None,

@@ -10,20 +10,13 @@ routes and the configurations Prepare applies are built from.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import partial
-from typing import Any, Final
+from typing import Any
 
 from gpustack_operator.api.field import FieldError
-from gpustack_operator.api.json import JSONObj
 from gpustack_operator.api.keys import KUEUE_QUEUE_NAME_LABEL
 from gpustack_operator.apiserver.status import invalid
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
-from gpustack_operator.apiserver.webhooks.pod import PodHooks
-from gpustack_operator.apiserver.webhooks.pod_routing import (
-    card_request_condition,
-    fold_policy,
-    fold_policy_binding,
-)
+from gpustack_operator.apiserver.webhooks.pod import PodHooks, card_request_condition
 from gpustack_operator.apiserver.webhooks.review import Review, Verdict
 from gpustack_operator.apiserver.webhooks.server import Rule, Webhook
 from gpustack_operator.kube import resources
@@ -37,10 +30,7 @@ from gpustack_operator.settings.catalog import (
     INSTANCE_TYPE_AWARE_CPU_MANUFACTURER,
 )
 
-__all__ = ["InstanceHooks", "InstanceTypeHooks", "worker_policies", "worker_webhooks"]
-
-QUEUED: Final = {"matchExpressions": [{"key": KUEUE_QUEUE_NAME_LABEL, "operator": "Exists"}]}
-"""The Pods our Pod webhooks and policy see: those queued through Kueue."""
+__all__ = ["InstanceHooks", "InstanceTypeHooks", "worker_webhooks"]
 
 CREATE_UPDATE = ("CREATE", "UPDATE")
 POD_NAME_PREFIX = "gpustack-worker"
@@ -142,6 +132,7 @@ def worker_webhooks(lookups: Lookups, system_namespace: str) -> list[Webhook]:
     types = InstanceTypeHooks(lookups)
     instances = InstanceHooks(lookups, system_namespace)
     pods = PodHooks(lookups)
+    queued = {"matchExpressions": [{"key": KUEUE_QUEUE_NAME_LABEL, "operator": "Exists"}]}
     pod_rule = _rule(resources.PODS, ("CREATE",))
     return [
         Webhook(_rule(resources.INSTANCE_TYPES, CREATE_UPDATE), True, types.mutate),
@@ -149,20 +140,7 @@ def worker_webhooks(lookups: Lookups, system_namespace: str) -> list[Webhook]:
         Webhook(_rule(resources.INSTANCES, CREATE_UPDATE), True, instances.mutate),
         Webhook(_rule(resources.INSTANCES, CREATE_UPDATE), False, instances.validate),
         *(
-            Webhook(
-                pod_rule,
-                mutating,
-                hook,
-                POD_NAME_PREFIX,
-                QUEUED,
-                partial(card_request_condition, mutating),
-            )
+            Webhook(pod_rule, mutating, hook, POD_NAME_PREFIX, queued, (card_request_condition(mutating),))
             for mutating, hook in ((True, pods.mutate), (False, pods.validate))
         ),
     ]
-
-
-def worker_policies() -> list[JSONObj]:
-    """The admission policies installed beside the webhooks where the cluster serves them: the fold of
-    sliced Pods, selecting the Pods our Pod webhooks select."""
-    return [fold_policy(QUEUED), fold_policy_binding()]

@@ -80,9 +80,8 @@ class Webhook:
     hook: Hook
     name_prefix: str = ""
     object_selector: Mapping[str, Any] | None = None
-    route: Callable[[bool], Mapping[str, str]] | None = None
-    """The CEL matchCondition kube-apiserver evaluates before calling us, given whether the sliced-Pod
-    fold policy is in force (webhooks.pod_routing); None: every object the rule and selector match."""
+    match_conditions: Sequence[Mapping[str, str]] = ()
+    """CEL conditions kube-apiserver evaluates before calling us (all must hold)."""
 
     @property
     def _parts(self) -> tuple[str, str, str, str]:
@@ -102,8 +101,8 @@ class Webhook:
         path = "-".join((verb, group.replace(".", "-"), version, kind))
         return f"/{self.name_prefix}-{path}" if self.name_prefix else f"/{path}"
 
-    def body(self, client_config: JSONObj, fold_by_policy: bool = False) -> JSONObj:
-        """This webhook's entry in its configuration (routed as `fold_by_policy` says)."""
+    def body(self, client_config: JSONObj) -> JSONObj:
+        """This webhook's entry in its configuration."""
         service = dict(client_config.get("service") or {}, path=self.path)
         entry: JSONObj = {
             "name": self.name,
@@ -117,23 +116,17 @@ class Webhook:
         }
         if self.object_selector is not None:
             entry["objectSelector"] = dict(self.object_selector)
-        if self.route is not None:
-            entry["matchConditions"] = [dict(self.route(fold_by_policy))]
+        if self.match_conditions:
+            entry["matchConditions"] = [dict(c) for c in self.match_conditions]
         if self.mutating:
             entry["reinvocationPolicy"] = "Never"
         return entry
 
 
 def configurations(
-    webhooks: Sequence[Webhook],
-    namespace: str,
-    service: str,
-    port: int,
-    ca_pem: bytes | None,
-    fold_by_policy: bool = False,
+    webhooks: Sequence[Webhook], namespace: str, service: str, port: int, ca_pem: bytes | None
 ) -> list[JSONObj]:
-    """The Mutating and Validating configurations routing to Service `namespace/service` on `port`, with
-    the Pod webhooks routed for the fold policy being in force or not (`fold_by_policy`)."""
+    """The Mutating and Validating configurations routing to Service `namespace/service` on `port`."""
     client_config: JSONObj = {"service": {"namespace": namespace, "name": service, "port": port}}
     if ca_pem:
         client_config["caBundle"] = base64.b64encode(ca_pem).decode()
@@ -142,7 +135,7 @@ def configurations(
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": kind,
             "metadata": {"name": name},
-            "webhooks": [w.body(client_config, fold_by_policy) for w in webhooks if w.mutating == mutating],
+            "webhooks": [w.body(client_config) for w in webhooks if w.mutating == mutating],
         }
         for kind, name, mutating in (
             ("MutatingWebhookConfiguration", MUTATING_CONFIGURATION, True),
@@ -165,12 +158,9 @@ def _contains(live: Any, want: Any) -> bool:
 
 
 def drifted(live: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
-    """True when a configuration is missing, or its webhooks are not exactly ours as we wrote them; for a
-    policy or binding (no `webhooks`), when its spec lacks anything we wrote."""
+    """True when a configuration is missing, or its webhooks are not exactly ours as we wrote them."""
     if live is None:
         return True
-    if "webhooks" not in desired:
-        return not _contains(live.get("spec"), desired.get("spec"))
     hooks = {w.get("name"): w for w in live.get("webhooks") or [] if isinstance(w, dict)}
     wanted = {w["name"]: w for w in desired["webhooks"]}
     return hooks.keys() != wanted.keys() or not all(_contains(hooks[n], w) for n, w in wanted.items())
@@ -191,16 +181,8 @@ class WebhookRoutes:
     the hook could not decide (the API server unreachable, a bug), answered by a denial all the same.
     """
 
-    def __init__(
-        self,
-        webhooks: Sequence[Webhook],
-        observe: ReviewObserver | None = None,
-        policies: Sequence[JSONObj] = (),
-    ) -> None:
+    def __init__(self, webhooks: Sequence[Webhook], observe: ReviewObserver | None = None) -> None:
         self.webhooks = list(webhooks)
-        self.policies = list(policies)
-        """MutatingAdmissionPolicies and their bindings installed beside the webhooks when the cluster
-        serves them (webhooks.pod_routing: the sliced-Pod fold)."""
         self.paths = frozenset(w.path for w in self.webhooks)
         self.observe = observe
 
