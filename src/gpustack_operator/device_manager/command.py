@@ -131,12 +131,30 @@ def run_detect(args: argparse.Namespace) -> int:
     except (ValueError, DetectionError, EnvironmentValueError, ManufacturerConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if not groups:
+        print(f"note: {_why_none(args)}", file=sys.stderr)
     shown: dict[str, object] = {"groups": groups}
     if args.labels:
         shown["labels"] = construct_acceleratable_node_labels(groups)
         shown["capacities"] = sliced_capacities(advertised_sliced_tokens(groups), groups)
     sys.stdout.write(yaml.safe_dump(shown, sort_keys=False))
     return 0
+
+
+def _why_none(args: argparse.Namespace) -> str:
+    """What an empty `detect` means for the flags given (stdout stays the YAML a script reads)."""
+    if args.backend == "simulated":
+        return f"the inventory lists no card for node {args.node_name}"
+    makers = ", ".join(args.manufacturer or ["any manufacturer"])
+    if args.backend == "nvml" and args.no_pci_check:
+        return "NVML lists no card"
+    if args.no_pci_check:
+        return f"no card of {makers} was found by its library or on the PCI bus"
+    where = "NVIDIA" if args.backend == "nvml" else makers
+    on_bus = f"no accelerator of {where} is on the PCI bus (/sys/bus/pci/devices)"
+    if args.backend == "pci":
+        return on_bus
+    return f"{on_bus}, so no vendor library was asked; --no-pci-check asks them anyway"
 
 
 def advertised_sliced_tokens(groups: list[DevicesGroup]) -> dict[str, str]:

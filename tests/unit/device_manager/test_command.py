@@ -28,9 +28,17 @@ def test_detect_prints_the_groups_as_yaml(command: str, capsys: pytest.CaptureFi
     assert [(g["id"], len(g["accelerators"])) for g in groups] == [("h100-80gb-hbm3", 8)]
 
 
-def test_detect_on_a_machine_without_cards_prints_no_groups(capsys: pytest.CaptureFixture[str]) -> None:
+def test_detect_on_a_machine_without_cards_prints_no_groups_and_says_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["dm", "detect", "--backend", "pci", "--manufacturer", "nvidia"]) == 0
-    assert yaml.safe_load(capsys.readouterr().out) == {"groups": []}
+    out, err = capsys.readouterr()
+    assert yaml.safe_load(out) == {"groups": []}
+    assert err == "note: no accelerator of nvidia is on the PCI bus (/sys/bus/pci/devices)\n"
+    assert main(["dm", "detect", "--backend", "nvml"]) == 0
+    err = capsys.readouterr().err
+    assert "no accelerator of NVIDIA is on the PCI bus" in err
+    assert err.endswith("so no vendor library was asked; --no-pci-check asks them anyway\n")
 
 
 def test_simulated_backend_without_inventory_is_a_clear_error(
