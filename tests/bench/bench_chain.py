@@ -461,12 +461,10 @@ async def control_only_sandbox(prefix: str, **options: Any) -> AsyncIterator[San
         "memory": CONTROL.memory,
     }
     inventory.write_text(yaml.safe_dump({"nodes": [control]}))
-    box = Sandbox(run_dir, inventory_file=inventory, progress=lambda text: print(text, flush=True), **options)
-    await box.up()
-    try:
+    async with Sandbox(
+        run_dir, inventory_file=inventory, progress=lambda text: print(text, flush=True), **options
+    ) as box:
         yield box
-    finally:
-        await box.down()
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -234,12 +234,8 @@ async def one_gpu_node_sandbox() -> AsyncIterator[Sandbox]:
     nodes = yaml.safe_load(inventory.DEFAULT_INVENTORY.read_text())["nodes"]
     chosen = run_dir / "inventory.yaml"
     chosen.write_text(yaml.safe_dump({"nodes": [n for n in nodes if n["name"] in (NODE, CPU_NODE)]}))
-    box = Sandbox(run_dir, inventory_file=chosen, progress=lambda text: print(text, flush=True))
-    await box.up()
-    try:
+    async with Sandbox(run_dir, inventory_file=chosen, progress=lambda text: print(text, flush=True)) as box:
         yield box
-    finally:
-        await box.down()
 
 
 @dataclass(frozen=True)

@@ -267,9 +267,7 @@ async def main(args: argparse.Namespace) -> None:
         print(await measure(args.probe, args.kubeconfig, args.nodes))
         return
     run_dir = Path(tempfile.mkdtemp(prefix="bi-", dir="/tmp"))  # unix socket paths below it must stay short
-    box = Sandbox(run_dir, progress=lambda text: print(text, flush=True))
-    await box.up()
-    try:
+    async with Sandbox(run_dir, progress=lambda text: print(text, flush=True)) as box:
         configuration = k8s_client.Configuration()
         await k8s_config.load_kube_config(config_file=str(box.kubeconfig), client_configuration=configuration)
         async with await connect(box.kubeconfig) as kube, k8s_client.ApiClient(configuration) as api:
@@ -277,8 +275,6 @@ async def main(args: argparse.Namespace) -> None:
             await bench_configmaps(kube, v1, args.configmaps, args.rounds)
             print()
             await bench_nodes(kube, box.kubeconfig, args.nodes)
-    finally:
-        await box.down()
 
 
 if __name__ == "__main__":

@@ -29,12 +29,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def sandbox(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sandbox]:
     run_dir: Path = tmp_path_factory.mktemp("sandbox")
-    box = Sandbox(run_dir, progress=lambda line: print(line, flush=True))
-    await box.up()
-    try:
+    async with Sandbox(run_dir, progress=lambda line: print(line, flush=True)) as box:
         yield box
-    finally:
-        await box.down()
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -94,12 +94,8 @@ def test_the_inventory_has_one_pool_of_every_manufacturer() -> None:
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def box(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sandbox]:
     run_dir = tmp_path_factory.mktemp("vendors")
-    sandbox = Sandbox(run_dir, inventory_file=inventory.ALL_VENDORS_INVENTORY, progress=print)
-    await sandbox.up()
-    try:
+    async with Sandbox(run_dir, inventory_file=inventory.ALL_VENDORS_INVENTORY, progress=print) as sandbox:
         yield sandbox
-    finally:
-        await sandbox.down()
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")

@@ -42,21 +42,14 @@ V1_TYPES = Resource("worker.gpustack.ai", "v1", "instancetypes", "InstanceType",
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def two(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sandbox]:
-    box = Sandbox(tmp_path_factory.mktemp("two"), api_only=True, progress=lambda line: print(line))
-    await box.up()
-    try:
-        client = await connect(box.kubeconfig)
-        try:
+    async with Sandbox(tmp_path_factory.mktemp("two"), api_only=True, progress=print) as box:
+        async with await connect(box.kubeconfig) as client:
             nfd = build.module_source("sigs.k8s.io/node-feature-discovery", build.NFD_VERSION)
             kueue_mod = build.module_source("sigs.k8s.io/kueue", build.KUEUE_VERSION)
             crds = [d for d in yaml.safe_load_all((nfd / NFD_CRDS).read_text()) if d]
             crds += kueue.crds(kueue_mod, webhook_port=9443)
             await definitions.apply_and_wait(client, crds, timeout=60)
-        finally:
-            await client.close()
         yield box
-    finally:
-        await box.down()
 
 
 def two_contexts(path: Path, clusters: dict[str, Path]) -> Path:

@@ -25,12 +25,8 @@ from tests.integration.worker_support import ready, worker_pool
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def bare(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sandbox]:
-    box = Sandbox(tmp_path_factory.mktemp("bare"), api_only=True, progress=lambda line: print(line))
-    await box.up()
-    try:
+    async with Sandbox(tmp_path_factory.mktemp("bare"), api_only=True, progress=print) as box:
         yield box
-    finally:
-        await box.down()
 
 
 @pytest_asyncio.fixture(loop_scope="session")

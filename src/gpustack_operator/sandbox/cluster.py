@@ -418,6 +418,14 @@ class Sandbox:
         await self._launch(name, state.argv[name], probe)
         return time.monotonic() - t0
 
+    async def __aenter__(self) -> Sandbox:
+        """`async with Sandbox(...) as box:` runs `up`, and `down` on the way out, whatever happened."""
+        await self.up()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.down()
+
     # ---- down / status -------------------------------------------------------------------------------------
     async def down(self) -> list[str]:
         """Stop every process the state file names, newest first; returns what was stopped."""
