@@ -54,6 +54,8 @@ _REASONS = {
     503: "ServiceUnavailable",
     504: "Timeout",
 }
+_KUBE_REASONS = frozenset(_REASONS.values()) | {"AlreadyExists"}
+"""Reasons kube-apiserver itself writes (metav1.StatusReason) that our errors may carry."""
 
 
 class StatusError(Exception):
@@ -158,7 +160,10 @@ def from_kube_error(err: KubeError) -> StatusError:
         }
     if err.retry_after is not None:
         details = {**(details or {}), "retryAfterSeconds": int(err.retry_after)}
-    reason = _REASONS.get(code, "") if err.reason in ("", type(err).__name__) else err.reason
+    # The client names a reason-less error after its class; most class names are Kubernetes reasons too
+    # (AlreadyExists is the one a 409 must keep), the others (Gone, Unavailable) give way to the code's.
+    named_by_client = err.reason in ("", type(err).__name__) and err.reason not in _KUBE_REASONS
+    reason = _REASONS.get(code, "") if named_by_client else err.reason
     return StatusError(code, reason or "Unknown", err.message, details)
 
 
