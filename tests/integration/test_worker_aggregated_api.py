@@ -202,6 +202,9 @@ async def test_row15_21_create_in_v1_delete_and_wait(kubectl: Kubectl, kube: Cli
     assert await kube.get_or_none(INSTANCE_TYPES, name) is None
     await kubectl.ok("create", "-f", "-", stdin=manifest)
     assert (await kube.get(INSTANCE_TYPES, name))["apiVersion"] == "worker.gpustack.ai/v1alpha1"
+    rc, _, err = await kubectl.run("create", "-f", "-", stdin=manifest)
+    assert rc != 0
+    assert "Error from server (AlreadyExists)" in err, err
     out = await kubectl.ok("delete", "instype", name, "--timeout=60s")
     assert "deleted" in out
     assert await kube.get_or_none(INSTANCE_TYPES, name) is None
