@@ -150,9 +150,17 @@ async def test_a_sliced_main_container_beside_a_sidecar_without_resources_is_acc
     ("containers", "says"),
     [
         pytest.param(
-            [{SLICED: "1", MEM_PCT: "200"}], "memory-percentage 200 is over 100", id="percentage-200"
+            [{SLICED: "1", MEM_PCT: "200"}],
+            f'spec.containers[0].resources.limits[{MEM_PCT}]: Invalid value: "200": memory-percentage 200 is '
+            "over 100",
+            id="percentage-200",
         ),
-        pytest.param([{SLICED: "1", MEM_MIB: "81920"}], "exceeds the card's 40960Mi", id="mib-over-the-card"),
+        pytest.param(
+            [{SLICED: "1", MEM_MIB: "81920"}],
+            f'spec.containers[0].resources.limits[{MEM_MIB}]: Invalid value: "81920": memory-mib 81920 '
+            "exceeds the card's 40960Mi",
+            id="mib-over-the-card",
+        ),
         pytest.param(
             [{SLICED: "1"}], "exactly one of nvidia.com/gpu.sliced.memory-percentage", id="no-memory"
         ),
@@ -257,7 +265,9 @@ async def test_memory_mib_without_an_instance_type_behind_the_queue_is_refused(
         kubectl, queued_pod(kueue_namespace, "no-such-queue", {SLICED: "1", MEM_MIB: "4096"})
     )
     assert pod is None
-    assert "the card's VRAM is unknown: no InstanceType enter" in err
+    where = f'spec.containers[0].resources.limits[{MEM_MIB}]: Invalid value: "4096"'
+    assert f"{where}: the card's VRAM is unknown: " in err
+    assert "no InstanceType enter" in err
 
 
 async def test_pods_outside_any_queue_are_not_reviewed(

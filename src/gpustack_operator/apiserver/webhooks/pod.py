@@ -34,7 +34,7 @@ from gpustack_operator.apiserver.webhooks.review import Review, Verdict
 from gpustack_operator.rules.capacity.credits import quantity_to_mib
 from gpustack_operator.rules.cards import SliceUnitsError
 from gpustack_operator.rules.environ import DEFAULT_ENVIRON, Environ
-from gpustack_operator.rules.naming.resources import acceleratable_bases
+from gpustack_operator.rules.naming.resources import ResourceKind, acceleratable_bases, resource_name_for
 from gpustack_operator.rules.slicing.pods import (
     mixed_modes_problem,
     needs_card_memory,
@@ -85,6 +85,19 @@ def _resources(container: Mapping[str, Any], path: str) -> dict[str, Quantity]:
     if errors:
         raise _RefusedError(errors)
     return merged
+
+
+def _memory_key(container: Mapping[str, Any], path: str, base: str, by_mib: bool) -> tuple[str, object]:
+    """(field path, value) of the memory key a slice of `base` is sized by (the percentage, unless the
+    units come from MiB), in the section whose value counts (limits over requests), for refusals."""
+    kind = ResourceKind.SLICED_MEMORY_MIB if by_mib else ResourceKind.SLICED_MEMORY_PERCENTAGE
+    name = resource_name_for(base, kind)
+    resources = container.get("resources") or {}
+    for section in ("limits", "requests"):
+        values = resources.get(section) if isinstance(resources, dict) else None
+        if isinstance(values, dict) and name in values:
+            return f"{path}.resources.{section}[{name}]", values[name]
+    return f"{path}.resources", name
 
 
 def _set_resources(index: int, container: Mapping[str, Any], values: Mapping[str, str]) -> list[JSONObj]:
@@ -169,17 +182,13 @@ class PodHooks:
                 resources = _resources(container, path)
                 folded: dict[str, str] = {}
                 for base in sliced_bases(resources, self.environ):
-                    card = (
-                        await self._card_memory(pod, path, base)
-                        if needs_card_memory(resources, base)
-                        else None
-                    )
+                    by_mib = needs_card_memory(resources, base)
+                    memory = _memory_key(container, path, base, by_mib)
+                    card = await self._card_memory(pod, memory, base) if by_mib else None
                     try:
                         defaults = sliced_defaults(resources, base, card)
                     except SliceUnitsError as err:
-                        raise _RefusedError(
-                            [field.invalid(f"{path}.resources", f"{base}.sliced", str(err))]
-                        ) from None
+                        raise _RefusedError([field.invalid(*memory, str(err))]) from None
                     folded.update({name: str(q) for name, q in defaults.items()})
                     resources.update(defaults)
                 if folded:
@@ -192,11 +201,11 @@ class PodHooks:
             return _refusal(review, errors)
         return Verdict.allow(patch=patch) if patch else Verdict.allow()
 
-    async def _card_memory(self, pod: Mapping[str, Any], path: str, base: str) -> int | None:
-        """The per-card VRAM (MiB) of the InstanceType the Pod queues for; refuses when it is not one type."""
+    async def _card_memory(self, pod: Mapping[str, Any], memory: tuple[str, object], base: str) -> int | None:
+        """The per-card VRAM (MiB) of the InstanceType the Pod queues for; refuses when it is not one type,
+        naming the `memory` key (field path, value) that needed it."""
         labels = (pod.get("metadata") or {}).get("labels") or {}
         queue = labels.get(KUEUE_QUEUE_NAME_LABEL) if isinstance(labels, dict) else None
-        where = f"{path}.resources"
         if not isinstance(queue, str) or not queue:
             raise _RefusedError(
                 [
@@ -210,29 +219,17 @@ class PodHooks:
         if len(types) != 1:
             found = "no InstanceType" if not types else f"{len(types)} InstanceTypes"
             raise _RefusedError(
-                [
-                    field.invalid(
-                        where,
-                        f"{base}.sliced.memory-mib",
-                        f"the card's VRAM is unknown: {found} enter through queue {queue!r}",
-                    )
-                ]
+                [field.invalid(*memory, f"the card's VRAM is unknown: {found} enter through queue {queue!r}")]
             )
-        memory = (types[0].get("spec") or {}).get("memory")
+        spec = (types[0].get("spec") or {}).get("memory")
         try:
-            mib = quantity_to_mib(Quantity.parse(str(memory))) if memory is not None else 0
+            mib = quantity_to_mib(Quantity.parse(str(spec))) if spec is not None else 0
         except (InvalidQuantityError, ValueError):
             mib = 0
         if mib <= 0:
             name = (types[0].get("metadata") or {}).get("name")
             raise _RefusedError(
-                [
-                    field.invalid(
-                        where,
-                        f"{base}.sliced.memory-mib",
-                        f"InstanceType {name!r} gives no card memory (spec.memory {memory!r})",
-                    )
-                ]
+                [field.invalid(*memory, f"InstanceType {name!r} gives no card memory (spec.memory {spec!r})")]
             )
         return mib
 
