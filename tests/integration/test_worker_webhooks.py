@@ -201,6 +201,44 @@ async def test_a_pod_the_cards_cannot_serve_is_refused_naming_the_field(
     assert says in err
 
 
+def queued_job(namespace: str, queue: str, limits: dict[str, str]) -> JSONObj:
+    """A batch/v1 Job in `queue` whose one container asks for `limits`."""
+    pod = queued_pod(namespace, queue, limits)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"generateName": "hookjob-", "namespace": namespace, "labels": pod["metadata"]["labels"]},
+        "spec": {"template": {"spec": {**pod["spec"], "restartPolicy": "Never"}}},
+    }
+
+
+async def test_a_queued_jobs_pod_template_is_folded_so_kueue_charges_the_slice(
+    kubectl: Kubectl, kube: Client, card_type: str, kueue_namespace: str
+) -> None:
+    """Kueue builds a Job's Workload from its Pod template before any Pod exists: an unfolded template
+    would be charged without units. The template is folded at the Job's creation, and the Workload Kueue
+    makes from it asks for the units."""
+    job, err = await create(kubectl, queued_job(kueue_namespace, card_type, {SLICED: "1", MEM_PCT: "25"}))
+    assert job is not None, err
+    template = job["spec"]["template"]["spec"]["containers"][0]["resources"]
+    for section in ("requests", "limits"):
+        assert (template[section][UNITS], template[section][CORES]) == ("400k", "100"), section
+
+    async def workload_units() -> str | None:
+        for workload in await kube.list(resources.WORKLOADS, kueue_namespace):
+            owners = {o.get("uid") for o in workload["metadata"].get("ownerReferences") or []}
+            if job["metadata"]["uid"] in owners:
+                container = workload["spec"]["podSets"][0]["template"]["spec"]["containers"][0]
+                return str(container["resources"]["requests"].get(UNITS))
+        return None
+
+    assert await eventually(workload_units, timeout=60, what="Kueue's Workload for the Job") == "400k"
+    bad, err = await create(kubectl, queued_job(kueue_namespace, card_type, {SLICED: "1", MEM_PCT: "200"}))
+    assert bad is None
+    assert err.startswith('The Job "hookjob-" is invalid'), err
+    assert f"spec.template.spec.containers[0].resources.limits[{MEM_PCT}]" in err, err
+
+
 def reviews(metrics_text: str) -> dict[tuple[str, str], float]:
     """(webhook, outcome) -> reviews answered, from the worker's latency histogram's _count series."""
     return {

@@ -43,6 +43,7 @@ class Resource:
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
+JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
 SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
 SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)

@@ -16,7 +16,7 @@ from gpustack_operator.api.field import FieldError
 from gpustack_operator.api.keys import KUEUE_QUEUE_NAME_LABEL
 from gpustack_operator.apiserver.status import invalid
 from gpustack_operator.apiserver.webhooks.lookup import Lookups
-from gpustack_operator.apiserver.webhooks.pod import PodHooks, card_request_condition
+from gpustack_operator.apiserver.webhooks.pod import JOB, PodHooks, card_request_condition
 from gpustack_operator.apiserver.webhooks.review import Review, Verdict
 from gpustack_operator.apiserver.webhooks.server import Rule, Webhook
 from gpustack_operator.kube import resources
@@ -142,5 +142,15 @@ def worker_webhooks(lookups: Lookups, system_namespace: str) -> list[Webhook]:
         *(
             Webhook(pod_rule, mutating, hook, POD_NAME_PREFIX, queued, (card_request_condition(mutating),))
             for mutating, hook in ((True, pods.mutate), (False, pods.validate))
+        ),
+        # A queued Job's Workload (and so Kueue's and the check's charge) is built from its Pod template:
+        # the template is folded as a Pod is, before Kueue's Job webhook and controller see it.
+        Webhook(
+            _rule(resources.JOBS, ("CREATE",)),
+            True,
+            pods.mutate_job,
+            POD_NAME_PREFIX,
+            queued,
+            (card_request_condition(True, where=JOB),),
         ),
     ]

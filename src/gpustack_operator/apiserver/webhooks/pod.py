@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import jsonpointer
@@ -44,7 +45,7 @@ from gpustack_operator.rules.slicing.pods import (
     sliced_problems,
 )
 
-__all__ = ["PodHooks", "card_request_condition"]
+__all__ = ["JOB", "POD", "PodHooks", "Where", "card_request_condition"]
 
 _SECTIONS = ("requests", "limits")
 
@@ -55,13 +56,41 @@ class _RefusedError(Exception):
         self.errors = errors
 
 
-def _containers(pod: Mapping[str, Any]) -> list[tuple[int, str, Mapping[str, Any]]]:
+@dataclass(frozen=True)
+class Where:
+    """Where the Pod spec sits in a reviewed object: the Pod's own, or a Job's Pod template (Kueue builds
+    a Job's Workload, and so its charge, from the template, before any Pod exists)."""
+
+    kind: str
+    group: str
+    spec: tuple[str, ...]
+
+    @property
+    def field(self) -> str:
+        return ".".join(self.spec)
+
+    @property
+    def pointer(self) -> str:
+        return "/" + "/".join(self.spec)
+
+    def pod_spec(self, obj: Mapping[str, Any]) -> Any:
+        found: Any = obj
+        for key in self.spec:
+            found = found.get(key) if isinstance(found, dict) else None
+        return found
+
+
+POD = Where("Pod", "", ("spec",))
+JOB = Where("Job", "batch", ("spec", "template", "spec"))
+
+
+def _containers(obj: Mapping[str, Any], where: Where = POD) -> list[tuple[int, str, Mapping[str, Any]]]:
     """(position, field path, container) of every workload container (malformed entries are skipped)."""
-    spec = pod.get("spec")
+    spec = where.pod_spec(obj)
     containers = spec.get("containers") if isinstance(spec, dict) else None
     if not isinstance(containers, list):
         return []
-    return [(i, f"spec.containers[{i}]", c) for i, c in enumerate(containers) if isinstance(c, dict)]
+    return [(i, f"{where.field}.containers[{i}]", c) for i, c in enumerate(containers) if isinstance(c, dict)]
 
 
 def _resources(container: Mapping[str, Any], path: str) -> dict[str, Quantity]:
@@ -100,13 +129,15 @@ def _memory_key(container: Mapping[str, Any], path: str, base: str, by_mib: bool
     return f"{path}.resources", name
 
 
-def _set_resources(index: int, container: Mapping[str, Any], values: Mapping[str, str]) -> list[JSONObj]:
+def _set_resources(
+    index: int, container: Mapping[str, Any], values: Mapping[str, str], where: Where = POD
+) -> list[JSONObj]:
     """JSON patch operations setting `values` in the requests and limits of container `index`.
 
     The fold knows what it sets, so it says so: diffing the whole Pod (jsonpatch) cost 0.25 ms per review,
     the largest part of the webhook's CPU. One `add` per value (it replaces a value present, RFC 6902), or
     of the whole section or `resources` where the container has none."""
-    at = f"/spec/containers/{index}/resources"
+    at = f"{where.pointer}/containers/{index}/resources"
     resources = container.get("resources")
     if not isinstance(resources, dict):
         return [{"op": "add", "path": at, "value": {section: dict(values) for section in _SECTIONS}}]
@@ -130,15 +161,15 @@ def _names_test(bases: list[str], sliced: bool) -> str:
     )
 
 
-def _any_container_names(bases: list[str], sliced: bool) -> str:
+def _any_container_names(bases: list[str], sliced: bool, where: Where) -> str:
     sections = " || ".join(
         f"(has(c.resources.{section}) && c.resources.{section}.exists(k, {_names_test(bases, sliced)}))"
         for section in _SECTIONS
     )
-    return f"object.spec.containers.exists(c, has(c.resources) && ({sections}))"
+    return f"object.{where.field}.containers.exists(c, has(c.resources) && ({sections}))"
 
 
-def card_request_condition(mutating: bool, environ: Environ = DEFAULT_ENVIRON) -> JSONObj:
+def card_request_condition(mutating: bool, environ: Environ = DEFAULT_ENVIRON, where: Where = POD) -> JSONObj:
     """A Pod webhook's matchCondition (CEL, evaluated in kube-apiserver before it calls us).
 
     Mutating: a container's requests or limits name a sliced resource of a known accelerator
@@ -150,16 +181,16 @@ def card_request_condition(mutating: bool, environ: Environ = DEFAULT_ENVIRON) -
     Both hooks trust, as the fold always has (it is not reinvoked), that no mutating webhook after ours adds
     accelerator requests."""
     bases = sorted(acceleratable_bases(environ))
-    sliced = _any_container_names(bases, sliced=True)
+    sliced = _any_container_names(bases, True, where)
     if mutating:
         return {"name": "asks-for-sliced-accelerators", "expression": sliced}
-    expression = f"{_any_container_names(bases, sliced=False)} && !({sliced})"
+    expression = f"{_any_container_names(bases, False, where)} && !({sliced})"
     return {"name": "asks-for-whole-or-shared-accelerators", "expression": expression}
 
 
-def _refusal(review: Review, errors: list[FieldError]) -> Verdict:
+def _refusal(review: Review, errors: list[FieldError], where: Where = POD) -> Verdict:
     name = review.name or str(((review.object or {}).get("metadata") or {}).get("generateName") or "")
-    return Verdict.deny(invalid("Pod", "", name, errors))
+    return Verdict.deny(invalid(where.kind, where.group, name, errors))
 
 
 class PodHooks:
@@ -172,13 +203,20 @@ class PodHooks:
     async def mutate(self, review: Review) -> Verdict:
         """The fold, then the checks on the folded Pod: kube-apiserver calls only this hook for a sliced
         Pod (see `card_request_condition`), so it refuses what the validating hook would."""
+        return await self._mutate(review, POD)
+
+    async def mutate_job(self, review: Review) -> Verdict:
+        """The same for a Job's Pod template (the Job's queue label names the pool for a MiB slice)."""
+        return await self._mutate(review, JOB)
+
+    async def _mutate(self, review: Review, where: Where) -> Verdict:
         pod = review.object
         if pod is None:
             return Verdict.allow()
         patch: list[JSONObj] = []
         folded_pod: list[tuple[str, dict[str, Quantity]]] = []
         try:
-            for index, path, container in _containers(pod):
+            for index, path, container in _containers(pod, where):
                 resources = _resources(container, path)
                 folded: dict[str, str] = {}
                 for base in sliced_bases(resources, self.environ):
@@ -192,13 +230,13 @@ class PodHooks:
                     folded.update({name: str(q) for name, q in defaults.items()})
                     resources.update(defaults)
                 if folded:
-                    patch += _set_resources(index, container, folded)
+                    patch += _set_resources(index, container, folded, where)
                 folded_pod.append((path, resources))
         except _RefusedError as refused:
-            return _refusal(review, refused.errors)
-        errors = self._problems(folded_pod)
+            return _refusal(review, refused.errors, where)
+        errors = self._problems(folded_pod, where)
         if errors:
-            return _refusal(review, errors)
+            return _refusal(review, errors, where)
         return Verdict.allow(patch=patch) if patch else Verdict.allow()
 
     async def _card_memory(self, pod: Mapping[str, Any], memory: tuple[str, object], base: str) -> int | None:
@@ -248,7 +286,9 @@ class PodHooks:
         errors += self._problems(containers)
         return _refusal(review, errors) if errors else Verdict.allow()
 
-    def _problems(self, containers: list[tuple[str, dict[str, Quantity]]]) -> list[FieldError]:
+    def _problems(
+        self, containers: list[tuple[str, dict[str, Quantity]]], where: Where = POD
+    ) -> list[FieldError]:
         """What is wrong with a Pod whose containers (field path, requests merged with limits) are these."""
         errors: list[FieldError] = []
         for path, resources in containers:
@@ -260,7 +300,7 @@ class PodHooks:
         names = [list(resources) for _, resources in containers]
         mixed = mixed_modes_problem(names, self.environ)
         if mixed:
-            errors.append(field.forbidden("spec.containers", mixed))
+            errors.append(field.forbidden(f"{where.field}.containers", mixed))
         for index, earlier, resource in repeated_card_requests(names, self.environ):
             errors.append(
                 field.forbidden(

@@ -41,6 +41,8 @@ def test_names_and_paths_follow_the_contract() -> None:
         "validate.worker.gpustack.ai.v1alpha1.instance": "/validate-worker-gpustack-ai-v1alpha1-instance",
         "gpustack-worker.mutate.core.v1.pod": "/gpustack-worker-mutate-core-v1-pod",
         "gpustack-worker.validate.core.v1.pod": "/gpustack-worker-validate-core-v1-pod",
+        # beyond the contract: a queued Job's Pod template is folded too (Kueue charges the template)
+        "gpustack-worker.mutate.batch.v1.job": "/gpustack-worker-mutate-batch-v1-job",
     }
 
 
