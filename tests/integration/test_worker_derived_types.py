@@ -204,8 +204,8 @@ async def test_a_mib_above_the_card_is_refused_naming_the_field(
     stored, err = await dry_run(kubectl, pod(queues, pool, {f"{pool.base}.sliced.memory-mib": str(mib)}))
     assert stored is None
     assert INVALID_POD.match(err), err
-    assert "spec.containers[0].resources" in err, err
-    assert f'"{pool.base}.sliced": memory-mib {mib} exceeds the card\'s {pool.card_mib}Mi' in err, err
+    where = f'spec.containers[0].resources.limits[{pool.base}.sliced.memory-mib]: Invalid value: "{mib}"'
+    assert f"{where}: memory-mib {mib} exceeds the card's {pool.card_mib}Mi" in err, err
 
 
 async def test_kubectl_get_instancetype_shows_each_pools_product_and_memory(
