@@ -122,7 +122,7 @@ def _memory_key(container: Mapping[str, Any], path: str, base: str, by_mib: bool
     kind = ResourceKind.SLICED_MEMORY_MIB if by_mib else ResourceKind.SLICED_MEMORY_PERCENTAGE
     name = resource_name_for(base, kind)
     resources = container.get("resources") or {}
-    for section in ("limits", "requests"):
+    for section in reversed(_SECTIONS):  # the later section wins in `_resources`' merge
         values = resources.get(section) if isinstance(resources, dict) else None
         if isinstance(values, dict) and name in values:
             return f"{path}.resources.{section}[{name}]", values[name]
